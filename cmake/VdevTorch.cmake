@@ -1,0 +1,36 @@
+# Imported targets for the parts of libtorch the backend links: vdev::torch_cpu and vdev::c10.
+#
+# Why not find_package(Torch): under build isolation scikit-build-core's prefix path can mix the
+# target environment's torch with the build environment's Caffe2 config, TorchConfig no longer sets
+# the C++ ABI define, and caffe2::mkl leaks bogus link directories. Two libraries and one include
+# tree are all we need, so we describe them ourselves. torch is located without importing it
+# (importing it costs seconds and would autoload an installed torch_vdev).
+
+execute_process(
+  COMMAND "${Python_EXECUTABLE}" -c
+          "import importlib.util as u; s = u.find_spec('torch'); print(s.submodule_search_locations[0] if s else '')"
+  OUTPUT_VARIABLE VDEV_TORCH_DIR
+  OUTPUT_STRIP_TRAILING_WHITESPACE
+  RESULT_VARIABLE _vdev_torch_rc)
+if(NOT _vdev_torch_rc EQUAL 0 OR VDEV_TORCH_DIR STREQUAL "")
+  message(FATAL_ERROR "torch_vdev: torch is not installed for ${Python_EXECUTABLE}; install torch==2.13.0 first")
+endif()
+message(STATUS "torch_vdev: using torch at ${VDEV_TORCH_DIR}")
+
+foreach(_lib torch_cpu c10)
+  set(_path "${VDEV_TORCH_DIR}/lib/lib${_lib}.so")
+  if(NOT EXISTS "${_path}")
+    message(FATAL_ERROR "torch_vdev: ${_path} not found")
+  endif()
+  add_library(vdev::${_lib} SHARED IMPORTED)
+  set_target_properties(vdev::${_lib} PROPERTIES IMPORTED_LOCATION "${_path}")
+endforeach()
+
+set_target_properties(vdev::c10 PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${VDEV_TORCH_DIR}/include"
+  # The torch 2.13 wheels are built with the new libstdc++ ABI; a mismatch shows at import time as
+  # an undefined symbol such as _ZN3c106DeviceC1ERKSs.
+  INTERFACE_COMPILE_DEFINITIONS "_GLIBCXX_USE_CXX11_ABI=1")
+set_target_properties(vdev::torch_cpu PROPERTIES
+  INTERFACE_INCLUDE_DIRECTORIES "${VDEV_TORCH_DIR}/include;${VDEV_TORCH_DIR}/include/torch/csrc/api/include"
+  INTERFACE_LINK_LIBRARIES vdev::c10)

@@ -1,0 +1,176 @@
+#include "backend/allocator.h"
+
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <mutex>
+#include <vector>
+
+#include "backend/check.h"
+#include "runtime/device.h"
+#include "runtime/memory.h"
+
+namespace vdev::backend {
+namespace {
+
+using c10::CachingAllocator::Stat;
+using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr auto kVdev = c10::DeviceType::PrivateUse1;
+constexpr std::size_t kSmallSize = 1 << 20;  // CUDA's small-pool limit, for per-pool stats
+
+// What the deleter needs to undo one allocation.
+struct Block {
+  void* ptr;
+  std::size_t size;       // bytes the runtime reserved (rounded)
+  std::size_t requested;  // bytes asked for
+  c10::DeviceIndex device;
+};
+
+std::size_t rounded(std::size_t n) {
+  const std::size_t a = vdev::rt::kDeviceAlignment;
+  return (n + a - 1) / a * a;
+}
+
+class VdevAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(std::size_t nbytes) override {
+    const auto device = static_cast<c10::DeviceIndex>(vdev::rt::get_device());
+    const c10::Device dev(kVdev, device);
+    if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &deleter, dev);
+    void* p = nullptr;
+    try {
+      p = VDEV_RT(vdev::rt::device_malloc(device, nbytes));
+    } catch (const c10::OutOfMemoryError&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_for(device).num_ooms;
+      throw;
+    }
+    auto* block = new Block{p, rounded(nbytes), nbytes, device};
+    record(*block, /*alloc=*/true);
+    return c10::DataPtr(p, block, &deleter, dev);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &deleter; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    vdev::rt::memcpy_device_to_device(dest, src, count);
+  }
+
+  bool initialized() override { return true; }
+
+  // Nothing is cached, so there is nothing to return.
+  void emptyCache(c10::MempoolId_t) override {}
+
+  // Blocks are freed only when their last user (always the synchronous caller) is done.
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    VDEV_RT(vdev::rt::check_device_index(device, "memory_stats"));
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_for(device);
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    VDEV_RT(vdev::rt::check_device_index(device, "reset_accumulated_memory_stats"));
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceStats& s = stats_for(device);
+    for (auto* arr : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+                      &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes,
+                      &s.requested_bytes}) {
+      for (Stat& st : *arr) st.reset_accumulated();
+    }
+    s.num_alloc_retries = s.num_ooms = s.num_sync_all_streams = 0;
+    s.num_device_alloc = s.num_device_free = s.num_oom_rejections = 0;
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    VDEV_RT(vdev::rt::check_device_index(device, "reset_peak_memory_stats"));
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceStats& s = stats_for(device);
+    for (auto* arr : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+                      &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes,
+                      &s.requested_bytes}) {
+      for (Stat& st : *arr) st.reset_peak();
+    }
+  }
+
+  std::pair<std::size_t, std::size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    return VDEV_RT(vdev::rt::mem_get_info(device));
+  }
+
+ private:
+  static void deleter(void* ctx) {
+    auto* block = static_cast<Block*>(ctx);
+    if (block == nullptr) return;
+    vdev::rt::device_free(block->ptr);
+    static_cast<VdevAllocator*>(device_allocator())->record(*block, /*alloc=*/false);
+    delete block;
+  }
+
+  DeviceStats& stats_for(c10::DeviceIndex device) {
+    if (stats_.size() <= static_cast<std::size_t>(device)) stats_.resize(device + 1);
+    return stats_[static_cast<std::size_t>(device)];
+  }
+
+  void record(const Block& b, bool alloc) {
+    const auto pool = static_cast<std::size_t>(b.size <= kSmallSize ? StatType::SMALL_POOL
+                                                                     : StatType::LARGE_POOL);
+    const auto agg = static_cast<std::size_t>(StatType::AGGREGATE);
+    std::lock_guard<std::mutex> lock(mu_);
+    DeviceStats& s = stats_for(b.device);
+    for (std::size_t i : {agg, pool}) {
+      if (alloc) {
+        s.allocation[i].increase(1);
+        s.segment[i].increase(1);
+        s.active[i].increase(1);
+        s.allocated_bytes[i].increase(b.size);
+        s.reserved_bytes[i].increase(b.size);
+        s.active_bytes[i].increase(b.size);
+        s.requested_bytes[i].increase(b.requested);
+      } else {
+        s.allocation[i].decrease(1);
+        s.segment[i].decrease(1);
+        s.active[i].decrease(1);
+        s.allocated_bytes[i].decrease(b.size);
+        s.reserved_bytes[i].decrease(b.size);
+        s.active_bytes[i].decrease(b.size);
+        s.requested_bytes[i].decrease(b.requested);
+      }
+    }
+    alloc ? ++s.num_device_alloc : ++s.num_device_free;
+  }
+
+  std::mutex mu_;
+  std::vector<DeviceStats> stats_;
+};
+
+}  // namespace
+
+c10::DeviceAllocator* device_allocator() {
+  // Leaked on purpose: tensors may be freed during interpreter teardown, after static destructors.
+  static VdevAllocator* instance = new VdevAllocator;
+  return instance;
+}
+
+void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
+  TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
+  const std::size_t old_nbytes = storage->nbytes();
+  if (nbytes == old_nbytes) return;
+  c10::Device device = storage->device();
+  if (device.type() != kVdev) device = c10::Device(kVdev, vdev::rt::get_device());
+  const c10::DeviceGuard guard(device);  // the allocator allocates on the current device
+  c10::DataPtr fresh = storage->allocator()->allocate(nbytes);
+  const std::size_t keep = std::min(old_nbytes, nbytes);
+  if (keep > 0 && storage->data() != nullptr) {
+    vdev::rt::memcpy_device_to_device(fresh.get(), storage->data(), keep);
+  }
+  storage->set_data_ptr_noswap(std::move(fresh));
+  storage->set_nbytes(nbytes);
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, device_allocator());
+
+}  // namespace vdev::backend

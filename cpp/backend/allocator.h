@@ -1,0 +1,31 @@
+// The vdev device allocator (a c10::DeviceAllocator registered for PrivateUse1).
+//
+// This first allocator does not cache: every allocation is its own runtime allocation (one
+// segment, one block), freed back to the runtime when the last DataPtr goes away. Its statistics
+// follow torch.cuda.memory_stats' model with that simple shape (allocated == reserved == active).
+// Blocks are allocated on the calling thread's *current* vdev device, as CUDA's allocator does:
+// callers put a DeviceGuard on the target device first.
+//
+// Memory lifetime is trivially correct while every operation is synchronous; the stream-ordered
+// caching allocator replaces this class when work becomes asynchronous.
+//
+// Thread rules: every method is safe from any thread (statistics under one mutex).
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+#include <c10/core/StorageImpl.h>
+
+#include <cstddef>
+
+#include "backend/export.h"
+
+namespace vdev::backend {
+
+// The process-wide allocator instance (also reachable through c10::GetAllocator(PrivateUse1)).
+VDEV_BACKEND_API c10::DeviceAllocator* device_allocator();
+
+// Grows or shrinks `storage` to `nbytes` on its own device, keeping the first min(old, new) bytes.
+// Used by resize_ and by UntypedStorage.resize_ (through the hooks).
+void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes);
+
+}  // namespace vdev::backend

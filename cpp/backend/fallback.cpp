@@ -1,0 +1,71 @@
+// The boxed CPU fallback: every aten operator without a vdev kernel runs on CPU copies of its vdev
+// arguments (at::native::cpu_fallback), and its results are copied back to the vdev device.
+//
+// Two rules on top of ATen's fallback:
+//  * a DeviceGuard on the arguments' vdev device, so that outputs, out= resizes and temporaries are
+//    allocated on the tensor's device, not the caller's current device;
+//  * arguments on two different vdev devices are an error, as on CUDA, instead of silently working;
+//  * view operators cannot fall back (a CPU copy cannot alias device storage): error_on_views makes
+//    that a clear error instead of a silent copy.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <optional>
+
+namespace vdev::backend {
+namespace {
+
+constexpr auto kVdev = c10::DeviceType::PrivateUse1;
+
+void note_device(const c10::OperatorHandle& op, std::optional<c10::Device>& found,
+                 c10::Device d) {
+  if (d.type() != kVdev) return;
+  if (!found) {
+    found = d;
+    return;
+  }
+  TORCH_CHECK(!d.has_index() || !found->has_index() || *found == d,
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              *found, " and ", d, "! (when checking arguments of ", op.schema().operator_name(),
+              ")");
+}
+
+std::optional<c10::Device> vdev_device_of_arguments(const c10::OperatorHandle& op,
+                                                   const torch::jit::Stack& stack) {
+  const std::size_t n = op.schema().arguments().size();
+  std::optional<c10::Device> found;
+  for (std::size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (t.defined()) note_device(op, found, t.device());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec()) {
+        if (t.defined()) note_device(op, found, t.device());
+      }
+    } else if (v.isOptionalTensorList()) {
+      for (const auto& t : v.toOptionalTensorList().vec()) {
+        if (t.has_value() && t->defined()) note_device(op, found, t->device());
+      }
+    } else if (v.isDevice()) {
+      note_device(op, found, v.toDevice());
+    }
+  }
+  return found;
+}
+
+void vdev_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::optional<c10::Device> device = vdev_device_of_arguments(op, *stack);
+  const c10::OptionalDeviceGuard guard(device);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&vdev_cpu_fallback>());
+}
+
+}  // namespace vdev::backend

@@ -1,0 +1,111 @@
+#include "runtime/config.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <limits>
+#include <stdexcept>
+
+#include "runtime/errors.h"
+
+namespace vdev::rt {
+namespace {
+
+std::string trim(const std::string& s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+// Digits only: no sign, no spaces inside, no hex. Returns false on overflow or empty input.
+bool parse_unsigned(const std::string& digits, unsigned long long* out) {
+  if (digits.empty()) return false;
+  unsigned long long v = 0;
+  for (char c : digits) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return false;
+    unsigned d = static_cast<unsigned>(c - '0');
+    if (v > (std::numeric_limits<unsigned long long>::max() - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
+struct Loaded {
+  Config config{kDefaultDeviceCount, kDefaultDeviceMemory};
+  std::optional<std::string> error;
+};
+
+const Loaded& loaded() {
+  static const Loaded instance = [] {
+    Loaded l;
+    try {
+      if (const char* v = std::getenv("VDEV_DEVICE_COUNT")) {
+        l.config.device_count = parse_device_count(v, "VDEV_DEVICE_COUNT");
+      }
+      if (const char* v = std::getenv("VDEV_DEVICE_MEMORY")) {
+        l.config.device_memory = parse_memory_size(v, "VDEV_DEVICE_MEMORY");
+      }
+    } catch (const std::exception& e) {
+      l.error = e.what();
+    }
+    return l;
+  }();
+  return instance;
+}
+
+}  // namespace
+
+int parse_device_count(const std::string& text, const char* what) {
+  unsigned long long v = 0;
+  if (!parse_unsigned(trim(text), &v) || v < 1 || v > kMaxDevices) {
+    fail<std::invalid_argument>("config", what, "='", text,
+                                "' is not a valid device count: expected an integer in 1..",
+                                kMaxDevices);
+  }
+  return static_cast<int>(v);
+}
+
+std::size_t parse_memory_size(const std::string& text, const char* what) {
+  const std::string t = trim(text);
+  std::size_t i = 0;
+  while (i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) ++i;
+  std::string unit = trim(t.substr(i));
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  unsigned shift = 0;
+  bool unit_ok = true;
+  if (unit.empty() || unit == "B") {
+    shift = 0;
+  } else {
+    switch (unit[0]) {
+      case 'K': shift = 10; break;
+      case 'M': shift = 20; break;
+      case 'G': shift = 30; break;
+      case 'T': shift = 40; break;
+      default: unit_ok = false;
+    }
+    const std::string rest = unit.substr(1);
+    unit_ok = unit_ok && (rest.empty() || rest == "B" || rest == "IB");
+  }
+  unsigned long long v = 0;
+  const bool ok = unit_ok && parse_unsigned(t.substr(0, i), &v) && v > 0 &&
+                  v <= (std::numeric_limits<unsigned long long>::max() >> shift);
+  if (!ok) {
+    fail<std::invalid_argument>(
+        "config", what, "='", text,
+        "' is not a valid memory size: expected a positive number of bytes, optionally with a "
+        "unit K, M, G or T (binary, e.g. 4GiB or 512MiB)");
+  }
+  return static_cast<std::size_t>(v << shift);
+}
+
+const Config& config() {
+  const Loaded& l = loaded();
+  if (l.error) throw std::runtime_error(*l.error);
+  return l.config;
+}
+
+const std::optional<std::string>& config_error() noexcept { return loaded().error; }
+
+}  // namespace vdev::rt

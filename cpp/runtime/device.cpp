@@ -1,0 +1,82 @@
+#include "runtime/device.h"
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/config.h"
+#include "runtime/errors.h"
+
+namespace vdev::rt {
+namespace {
+
+thread_local int tls_current_device = 0;
+
+const std::vector<DeviceProperties>& all_properties() {
+  static const std::vector<DeviceProperties> props = [] {
+    const Config& c = config();
+    std::vector<DeviceProperties> v;
+    v.reserve(static_cast<std::size_t>(c.device_count));
+    for (int i = 0; i < c.device_count; ++i) {
+      v.push_back(DeviceProperties{i, "vdev virtual device " + std::to_string(i), c.device_memory,
+                                   1, 0, 2});
+    }
+    return v;
+  }();
+  return props;
+}
+
+}  // namespace
+
+int device_count() { return config().device_count; }
+
+int device_count_noexcept() noexcept {
+  return config_error() ? 0 : config().device_count;
+}
+
+void check_device_index(int index, const char* fn) {
+  const int n = device_count();
+  if (index < 0) {
+    fail<std::invalid_argument>(fn, "device index ", index, " is negative: ", n,
+                                " vdev devices (0..", n - 1, ")");
+  }
+  if (index >= n) {
+    fail<std::out_of_range>(fn, "device index ", index, " out of range: ", n, " vdev devices (0..",
+                            n - 1, ")");
+  }
+}
+
+int get_device() noexcept { return tls_current_device; }
+
+void set_device(int index) {
+  check_device_index(index, "set_device");
+  tls_current_device = index;
+}
+
+int exchange_device(int index) {
+  check_device_index(index, "exchange_device");
+  const int prev = tls_current_device;
+  tls_current_device = index;
+  return prev;
+}
+
+int maybe_exchange_device(int index) {
+  if (index == -1) return tls_current_device;
+  check_device_index(index, "maybe_exchange_device");
+  const int prev = tls_current_device;
+  tls_current_device = index;
+  return prev;
+}
+
+void unchecked_set_device(int index) noexcept {
+  if (index >= 0 && index < device_count_noexcept()) tls_current_device = index;
+}
+
+const DeviceProperties& device_properties(int index) {
+  check_device_index(index, "get_device_properties");
+  return all_properties()[static_cast<std::size_t>(index)];
+}
+
+void device_synchronize(int index) { check_device_index(index, "synchronize"); }
+
+}  // namespace vdev::rt

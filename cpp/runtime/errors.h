@@ -1,0 +1,44 @@
+// Error style of the runtime layer.
+//
+// The runtime reports failures as C++ exceptions of standard types so that every boundary can map
+// them without knowing this library:
+//   std::invalid_argument -> ValueError     (a value of the right type that is not allowed)
+//   std::out_of_range     -> IndexError     (an index outside the valid range)
+//   vdev::rt::OutOfMemory -> torch.OutOfMemoryError
+//   std::runtime_error    -> RuntimeError   (configuration and state errors)
+// Messages name the runtime function and the offending value, and the valid range where there is
+// one: "[set_device] device index 5 out of range: 2 vdev devices (0..1)".
+//
+// Thread rules: stateless; callable from any thread.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "runtime/export.h"
+
+namespace vdev::rt {
+
+// Raised when a device allocation would exceed the device's capacity.
+class VDEV_RT_API OutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+template <typename... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+}  // namespace detail
+
+// Throws E with the message "[fn] args...".
+template <typename E, typename... Args>
+[[noreturn]] void fail(const char* fn, const Args&... args) {
+  throw E(detail::cat("[", fn, "] ", args...));
+}
+
+}  // namespace vdev::rt

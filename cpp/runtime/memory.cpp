@@ -1,0 +1,157 @@
+#include "runtime/memory.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "runtime/config.h"
+#include "runtime/device.h"
+#include "runtime/errors.h"
+
+namespace vdev::rt {
+namespace {
+
+struct Allocation {
+  std::size_t size;       // rounded size
+  std::size_t requested;  // size asked for
+  int device;
+};
+
+// One lock for the whole table: allocation is not yet on a hot path that needs more (the caching
+// allocator in the backend will sit in front of this).
+struct Table {
+  std::mutex mu;
+  std::map<std::uintptr_t, Allocation> live;  // keyed by start address, for range lookups
+  std::vector<MemoryStats> stats;
+};
+
+Table& table() {
+  // Leaked on purpose: allocations may be freed by static destructors of other libraries (torch's
+  // caches) after this translation unit's statics would have been destroyed.
+  static Table* t = [] {
+    auto* tbl = new Table;
+    tbl->stats.assign(static_cast<std::size_t>(device_count_noexcept()),
+                      MemoryStats{config_error() ? 0 : config().device_memory, 0, 0, 0, 0, 0, 0});
+    return tbl;
+  }();
+  return *t;
+}
+
+std::size_t round_up(std::size_t n) {
+  return (n + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+}
+
+std::string human(std::size_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  return buf;
+}
+
+}  // namespace
+
+void* device_malloc(int device, std::size_t nbytes) {
+  check_device_index(device, "device_malloc");
+  if (nbytes == 0) return nullptr;
+  const std::size_t size = round_up(nbytes);
+  Table& t = table();
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    MemoryStats& s = t.stats[static_cast<std::size_t>(device)];
+    if (size > s.capacity - s.allocated || nbytes > size) {
+      ++s.num_ooms;
+      fail<OutOfMemory>("device_malloc", "vdev:", device, " out of memory: tried to allocate ",
+                        human(nbytes), "; device capacity ", human(s.capacity), ", ",
+                        human(s.capacity - s.allocated), " free, ", human(s.allocated),
+                        " allocated");
+    }
+    s.allocated += size;  // reserve before allocating outside the lock
+    s.requested += nbytes;
+  }
+  void* p = std::aligned_alloc(kDeviceAlignment, size);
+  std::lock_guard<std::mutex> lock(t.mu);
+  MemoryStats& s = t.stats[static_cast<std::size_t>(device)];
+  if (p == nullptr) {
+    s.allocated -= size;
+    s.requested -= nbytes;
+    ++s.num_ooms;
+    fail<OutOfMemory>("device_malloc", "vdev:", device, " out of memory: tried to allocate ",
+                      human(nbytes), "; the host could not provide the backing memory");
+  }
+  t.live.emplace(reinterpret_cast<std::uintptr_t>(p), Allocation{size, nbytes, device});
+  s.peak_allocated = std::max(s.peak_allocated, s.allocated);
+  ++s.num_allocs;
+  return p;
+}
+
+void device_free(void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  Table& t = table();
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    auto it = t.live.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == t.live.end()) return;  // not ours: ignore rather than corrupt the heap
+    MemoryStats& s = t.stats[static_cast<std::size_t>(it->second.device)];
+    s.allocated -= it->second.size;
+    s.requested -= it->second.requested;
+    ++s.num_frees;
+    t.live.erase(it);
+  }
+  std::free(ptr);
+}
+
+int pointer_device(const void* ptr) noexcept {
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.live.upper_bound(addr);
+  if (it == t.live.begin()) return -1;
+  --it;
+  return addr < it->first + it->second.size ? it->second.device : -1;
+}
+
+void* kernel_address(const void* ptr) noexcept { return const_cast<void*>(ptr); }
+
+MemoryStats memory_stats(int device) {
+  check_device_index(device, "memory_stats");
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  return t.stats[static_cast<std::size_t>(device)];
+}
+
+void reset_peak_memory(int device) {
+  check_device_index(device, "reset_peak_memory_stats");
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  MemoryStats& s = t.stats[static_cast<std::size_t>(device)];
+  s.peak_allocated = s.allocated;
+}
+
+std::pair<std::size_t, std::size_t> mem_get_info(int device) {
+  const MemoryStats s = memory_stats(device);
+  return {s.capacity - s.allocated, s.capacity};
+}
+
+void memcpy_host_to_device(void* dst, const void* src, std::size_t n) {
+  if (n) std::memcpy(kernel_address(dst), src, n);
+}
+
+void memcpy_device_to_host(void* dst, const void* src, std::size_t n) {
+  if (n) std::memcpy(dst, kernel_address(src), n);
+}
+
+void memcpy_device_to_device(void* dst, const void* src, std::size_t n) {
+  if (n) std::memmove(kernel_address(dst), kernel_address(src), n);
+}
+
+}  // namespace vdev::rt

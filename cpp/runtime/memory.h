@@ -1,0 +1,59 @@
+// Device memory of the simulated driver: allocation with a per-device capacity, pointer lookup,
+// and synchronous copies between host and device memory.
+//
+// Addresses returned by device_malloc are *device addresses*: the host must not dereference them.
+// Kernels and copies reach the bytes through kernel_address(), the one translation point between
+// the two views. Today both are the same host memory; protected device memory (a mapping that
+// faults on host access plus a second, writable mapping for kernels) replaces the body of
+// kernel_address without changing any caller.
+//
+// Ownership: device_malloc's caller owns the block until device_free. Freeing an address that was
+// not returned by device_malloc is ignored (and counted), never undefined behaviour.
+//
+// Thread rules: every function is safe from any thread. Copies are synchronous and do not order
+// themselves with other threads' accesses to the same bytes: that is the caller's (stream's) job.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "runtime/export.h"
+
+namespace vdev::rt {
+
+// Alignment of every device allocation (CUDA's cudaMalloc gives at least 256 bytes).
+inline constexpr std::size_t kDeviceAlignment = 256;
+
+struct MemoryStats {
+  std::size_t capacity;         // VDEV_DEVICE_MEMORY
+  std::size_t allocated;        // bytes in live allocations (rounded to kDeviceAlignment)
+  std::size_t peak_allocated;   // since start or the last reset_peak_memory
+  std::size_t requested;        // bytes asked for by live allocations (not rounded)
+  std::uint64_t num_allocs;     // successful allocations since start
+  std::uint64_t num_frees;
+  std::uint64_t num_ooms;       // allocations refused for lack of capacity
+};
+
+// Allocates `nbytes` on `device`. Returns nullptr for 0 bytes. Throws OutOfMemory when the device's
+// capacity would be exceeded, std::out_of_range / std::invalid_argument for a bad device index.
+VDEV_RT_API void* device_malloc(int device, std::size_t nbytes);
+VDEV_RT_API void device_free(void* ptr) noexcept;
+
+// The device owning the live allocation that contains `ptr`, or -1.
+VDEV_RT_API int pointer_device(const void* ptr) noexcept;
+
+// Address through which kernels and copies access the bytes at device address `ptr`.
+VDEV_RT_API void* kernel_address(const void* ptr) noexcept;
+
+VDEV_RT_API MemoryStats memory_stats(int device);
+VDEV_RT_API void reset_peak_memory(int device);
+// (free, total) bytes of `device`.
+VDEV_RT_API std::pair<std::size_t, std::size_t> mem_get_info(int device);
+
+// Synchronous copies of `n` bytes; device pointers are device addresses.
+VDEV_RT_API void memcpy_host_to_device(void* dst, const void* src, std::size_t n);
+VDEV_RT_API void memcpy_device_to_host(void* dst, const void* src, std::size_t n);
+VDEV_RT_API void memcpy_device_to_device(void* dst, const void* src, std::size_t n);
+
+}  // namespace vdev::rt

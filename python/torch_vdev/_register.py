@@ -1,0 +1,32 @@
+"""One-time registration of the vdev backend with torch (idempotent, thread-safe).
+
+Steps, in order: load the native extension (which registers the kernels, device guard, allocator
+and hooks), rename PrivateUse1 to ``vdev``, install ``torch.vdev``, and generate the
+``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods. Every step either succeeds or raises;
+none of them can fail silently.
+"""
+
+import threading
+
+_lock = threading.Lock()
+_registered = False
+
+
+def register() -> None:
+    global _registered
+    if _registered:
+        return
+    with _lock:
+        if _registered:
+            return
+        import torch
+
+        from torch_vdev import _C  # noqa: F401  (loads libtorch_vdev: kernels, guard, hooks)
+        from torch_vdev import vdev as device_module
+
+        torch.utils.rename_privateuse1_backend("vdev")
+        torch._register_device_module("vdev", device_module)
+        torch.utils.generate_methods_for_privateuse1_backend(
+            for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
+        )
+        _registered = True

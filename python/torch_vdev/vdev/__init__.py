@@ -1,0 +1,144 @@
+"""``torch.vdev``: the device module of the vdev backend, following ``torch.cuda`` names.
+
+Device selection is per thread: each thread starts on device 0, and ``set_device`` or the
+``device`` context manager changes only the calling thread's current device.
+
+Differences from ``torch.cuda``, each on purpose:
+* ``set_device`` with a negative index raises ``ValueError`` (CUDA silently ignores it).
+* An index out of range raises ``IndexError`` naming the valid range.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from torch_vdev import _C
+
+__all__ = [
+    "VdevDeviceProperties",
+    "current_device",
+    "device",
+    "device_count",
+    "device_of",
+    "get_device_capability",
+    "get_device_name",
+    "get_device_properties",
+    "is_available",
+    "is_initialized",
+    "set_device",
+    "synchronize",
+]
+
+# The hot-path functions are the native functions themselves: a Python wrapper would cost more
+# than the call (see benchmarks/bench_device.py).
+# Their docstrings are set in bindings/device_bindings.cpp.
+current_device = _C._get_device
+set_device = _C._set_device
+
+
+def is_available() -> bool:
+    """Returns whether at least one vdev device exists (never raises)."""
+    return _C._is_available()
+
+
+def is_initialized() -> bool:
+    """vdev devices need no lazy initialisation: true once the backend is registered."""
+    return True
+
+
+def device_count() -> int:
+    """Returns the number of vdev devices (``VDEV_DEVICE_COUNT``, default 2).
+
+    Raises RuntimeError naming the variable and its value if ``VDEV_DEVICE_COUNT`` is malformed.
+    """
+    return _C._get_device_count()
+
+
+def _device_index(device: Any, fn: str, optional: bool = True) -> int:
+    """Index of ``device`` (int, str, torch.device, or None for the current device)."""
+    if device is None:
+        if optional:
+            return _C._get_device()
+        raise ValueError(f"[{fn}] expected a vdev device with an index or an integer, got None")
+    index = _C._device_index(device, fn)
+    if index == -1 and not isinstance(device, int):
+        if optional:
+            return _C._get_device()
+        raise ValueError(f"[{fn}] expected a vdev device with an index or an integer, got {device}")
+    return index
+
+
+class device:
+    """Context manager that changes the current vdev device of the calling thread.
+
+    ``device(None)`` and ``device(-1)`` do nothing, as with ``torch.cuda.device``. The previous
+    device is restored on exit, also when the body raises.
+    """
+
+    def __init__(self, device: Any) -> None:
+        self.idx = -1 if device is None else _C._device_index(device, "device")
+        if self.idx == -1 and not isinstance(device, int) and device is not None:
+            self.idx = _C._get_device()  # "vdev" without an index: the current device
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        if self.idx != -1:
+            self.prev_idx = _C._exchange_device(self.idx)
+
+    def __exit__(self, *exc_info: object) -> bool:
+        if self.prev_idx != -1:
+            _C._maybe_exchange_device(self.prev_idx)
+            self.prev_idx = -1
+        return False
+
+
+class device_of(device):
+    """Context manager that makes the device of ``obj`` (a tensor or storage) current, if it is on
+    vdev; otherwise a no-op."""
+
+    def __init__(self, obj: Any) -> None:
+        idx = obj.get_device() if getattr(obj, "is_vdev", False) else -1
+        super().__init__(idx)
+
+
+@dataclass(frozen=True)
+class VdevDeviceProperties:
+    """Properties of one vdev device (the counterpart of ``torch.cuda``'s properties object)."""
+
+    name: str
+    total_memory: int
+    major: int
+    minor: int
+    multi_processor_count: int
+
+    def __repr__(self) -> str:
+        return (
+            f"VdevDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+            f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+            f"multi_processor_count={self.multi_processor_count})"
+        )
+
+
+def get_device_properties(device: Any = None) -> VdevDeviceProperties:
+    """Returns the properties of ``device`` (default: the current device)."""
+    index = _device_index(device, "get_device_properties")
+    return VdevDeviceProperties(*_C._get_device_properties(index))
+
+
+def get_device_name(device: Any = None) -> str:
+    """Returns the name of ``device`` (default: the current device)."""
+    return get_device_properties(device).name
+
+
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    """Returns the simulated (major, minor) compute capability of ``device``."""
+    props = get_device_properties(device)
+    return props.major, props.minor
+
+
+def synchronize(device: Any = None) -> None:
+    """Waits for all work queued on every stream of ``device`` (default: the current device)."""
+    _C._synchronize(_device_index(device, "synchronize"))
+
+
