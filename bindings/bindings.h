@@ -1,7 +1,6 @@
 // Glue between Python and the runtime/backend: argument conversion and exception mapping only.
 // nanobind maps std::invalid_argument -> ValueError, std::out_of_range -> IndexError,
-// nb::type_error -> TypeError, other std::exception -> RuntimeError; c10 errors raised by the
-// backend are translated by the c10 exception translator registered in module.cpp.
+// nb::type_error -> TypeError, other std::exception (c10::Error included) -> RuntimeError.
 // Every binding that can block releases the GIL.
 #pragma once
 

@@ -81,13 +81,13 @@ void bind_device(nb::module_& m) {
   m.def("_config_error", [] { return rt::config_error(); },
         "The configuration error message, or None.");
   m.def("_get_device", &rt::get_device, "The calling thread's current vdev device index.");
-  m.def("_set_device", &set_device, nb::arg("device"),
+  m.def("_set_device", &set_device, nb::arg("device").none(),
         "Sets the calling thread's current vdev device (int, 'vdev:N' or torch.device).");
   m.def("_exchange_device", &rt::exchange_device, nb::arg("device"),
         "Sets the current device and returns the previous one.");
   m.def("_maybe_exchange_device", &rt::maybe_exchange_device, nb::arg("device"),
         "As _exchange_device, but -1 leaves the current device unchanged.");
-  m.def("_device_index", &index_from_py, nb::arg("device"), nb::arg("fn"),
+  m.def("_device_index", &index_from_py, nb::arg("device").none(), nb::arg("fn"),
         "Index of an int / 'vdev:N' / torch.device spec (-1 when it has none).");
   m.def(
       "_get_device_properties",

@@ -1,8 +1,9 @@
-// Test-only entry points into the runtime: parsers and memory accounting. Not part of the public
+// Test-only entry points into the runtime (parsers, memory accounting) and the registered hooks. Not part of the public
 // torch.vdev API; the test suite uses them to check the runtime layer directly.
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
+#include "backend/hooks.h"
 #include "bindings/bindings.h"
 #include "runtime/config.h"
 #include "runtime/memory.h"
@@ -24,6 +25,11 @@ void bind_testing(nb::module_& m) {
   t.def("pointer_device",
         [](std::uintptr_t addr) { return rt::pointer_device(reinterpret_cast<void*>(addr)); });
   t.def("mem_get_info", &rt::mem_get_info);
+  t.def("hooks_device_from_ptr", &backend::testing::hooks_device_from_ptr);
+  t.def("hooks_has_primary_context", &backend::testing::hooks_has_primary_context);
+  t.def("hooks_is_available", &backend::testing::hooks_is_available);
+  t.def("hooks_device_count", &backend::testing::hooks_device_count);
+  t.def("hooks_maybe_exchange_device", &backend::testing::hooks_maybe_exchange_device);
 }
 
 }  // namespace vdev::bindings

@@ -78,3 +78,19 @@ void register_hooks() {
 }
 
 }  // namespace vdev::backend
+
+namespace vdev::backend::testing {
+
+int hooks_device_from_ptr(std::uintptr_t ptr) {
+  return at::detail::getPrivateUse1Hooks().getDeviceFromPtr(reinterpret_cast<void*>(ptr)).index();
+}
+bool hooks_has_primary_context(int device) {
+  return at::detail::getPrivateUse1Hooks().hasPrimaryContext(static_cast<DeviceIndex>(device));
+}
+bool hooks_is_available() { return at::detail::getPrivateUse1Hooks().isAvailable(); }
+int hooks_device_count() { return at::detail::getPrivateUse1Hooks().deviceCount(); }
+int hooks_maybe_exchange_device(int device) {
+  return at::detail::getPrivateUse1Hooks().maybeExchangeDevice(static_cast<DeviceIndex>(device));
+}
+
+}  // namespace vdev::backend::testing

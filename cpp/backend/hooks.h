@@ -12,3 +12,19 @@ namespace vdev::backend {
 void register_hooks();
 
 }  // namespace vdev::backend
+
+#include <cstdint>
+
+#include "backend/export.h"
+
+namespace vdev::backend::testing {
+
+// Test-only: calls through the *registered* PrivateUse1 hooks (not the class directly), so the
+// tests check the registration as well as the behaviour. Errors surface as c10::Error.
+VDEV_BACKEND_API int hooks_device_from_ptr(std::uintptr_t ptr);
+VDEV_BACKEND_API bool hooks_has_primary_context(int device);
+VDEV_BACKEND_API bool hooks_is_available();
+VDEV_BACKEND_API int hooks_device_count();
+VDEV_BACKEND_API int hooks_maybe_exchange_device(int device);
+
+}  // namespace vdev::backend::testing

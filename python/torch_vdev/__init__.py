@@ -8,7 +8,7 @@ directly does the same, which is what to do when autoloading is disabled with
 
 import torch  # noqa: F401  (first: torch's libraries must be loaded before torch_vdev._C)
 
-from torch_vdev._register import register as _register
+from torch_vdev._registration import register as _register
 
 _register()
 

@@ -8,6 +8,6 @@ user imports ``torch_vdev`` before ``torch``, torch runs this entry point while 
 
 
 def _autoload() -> None:
-    from torch_vdev._register import register
+    from torch_vdev._registration import register
 
     register()

@@ -10,6 +10,7 @@ Differences from ``torch.cuda``, each on purpose:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,8 +51,14 @@ def is_initialized() -> bool:
 def device_count() -> int:
     """Returns the number of vdev devices (``VDEV_DEVICE_COUNT``, default 2).
 
-    Raises RuntimeError naming the variable and its value if ``VDEV_DEVICE_COUNT`` is malformed.
+    Never raises, like ``torch.cuda.device_count`` (``torch.accelerator.device_count`` relies on
+    it): if the configuration is malformed it warns with the cause and returns 0, and every real
+    use of a device (``set_device``, creating a tensor) raises that error.
     """
+    error = _C._config_error()
+    if error is not None:
+        warnings.warn(f"vdev devices are unavailable: {error}", RuntimeWarning, stacklevel=2)
+        return 0
     return _C._get_device_count()
 
 

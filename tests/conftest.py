@@ -1,0 +1,51 @@
+"""Shared test helpers and the bounded hypothesis profile used in CI."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=60,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    print_blob=True,
+)
+settings.register_profile("dev", max_examples=300, stateful_step_count=80, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120):
+    """Runs `code` in a fresh interpreter (fresh process-level state: env config, autoload)."""
+    full_env = dict(os.environ)
+    for key in ("VDEV_DEVICE_COUNT", "VDEV_DEVICE_MEMORY", "TORCH_DEVICE_BACKEND_AUTOLOAD"):
+        full_env.pop(key, None)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _restore_current_device():
+    """Every test starts and ends on vdev:0, so that a failing test cannot leak its device."""
+    torch.vdev.set_device(0)
+    yield
+    torch.vdev.set_device(0)
+
+
+@pytest.fixture(scope="session")
+def device_count() -> int:
+    n = torch.vdev.device_count()
+    assert n >= 2, "the suite needs at least 2 vdev devices (VDEV_DEVICE_COUNT >= 2)"
+    return n
