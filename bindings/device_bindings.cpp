@@ -78,8 +78,9 @@ void bind_device(nb::module_& m) {
   m.def("_get_device_count", &rt::device_count,
         "Number of vdev devices; raises RuntimeError if VDEV_DEVICE_COUNT is malformed.");
   m.def("_is_available", [] { return rt::device_count_noexcept() > 0; });
-  m.def("_config_error", [] { return rt::config_error(); },
-        "The configuration error message, or None.");
+  m.def(
+      "_config_error", [] { return rt::config_error(); },
+      "The configuration error message, or None.");
   m.def("_get_device", &rt::get_device, "The calling thread's current vdev device index.");
   m.def("_set_device", &set_device, nb::arg("device").none(),
         "Sets the calling thread's current vdev device (int, 'vdev:N' or torch.device).");
@@ -93,8 +94,7 @@ void bind_device(nb::module_& m) {
       "_get_device_properties",
       [](int index) {
         const rt::DeviceProperties& p = rt::device_properties(index);
-        return std::make_tuple(p.name, p.total_memory, p.major, p.minor,
-                               p.multi_processor_count);
+        return std::make_tuple(p.name, p.total_memory, p.major, p.minor, p.multi_processor_count);
       },
       nb::arg("device"), "(name, total_memory, major, minor, multi_processor_count)");
   m.def("_synchronize", &rt::device_synchronize, nb::arg("device"),

@@ -1,5 +1,6 @@
-// Test-only entry points into the runtime (parsers, memory accounting) and the registered hooks. Not part of the public
-// torch.vdev API; the test suite uses them to check the runtime layer directly.
+// Test-only entry points into the runtime (parsers, memory accounting) and the registered hooks.
+// Not part of the public torch.vdev API; the test suite uses them to check the runtime layer
+// directly.
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
@@ -14,14 +15,11 @@ namespace vdev::bindings {
 
 void bind_testing(nb::module_& m) {
   nb::module_ t = m.def_submodule("_testing", "Test-only runtime entry points");
-  t.def("parse_device_count", [](const std::string& s) {
-    return rt::parse_device_count(s, "VDEV_DEVICE_COUNT");
-  });
-  t.def("parse_memory_size", [](const std::string& s) {
-    return rt::parse_memory_size(s, "VDEV_DEVICE_MEMORY");
-  });
-  t.def("runtime_allocated_bytes",
-        [](int device) { return rt::memory_stats(device).allocated; });
+  t.def("parse_device_count",
+        [](const std::string& s) { return rt::parse_device_count(s, "VDEV_DEVICE_COUNT"); });
+  t.def("parse_memory_size",
+        [](const std::string& s) { return rt::parse_memory_size(s, "VDEV_DEVICE_MEMORY"); });
+  t.def("runtime_allocated_bytes", [](int device) { return rt::memory_stats(device).allocated; });
   t.def("pointer_device",
         [](std::uintptr_t addr) { return rt::pointer_device(reinterpret_cast<void*>(addr)); });
   t.def("mem_get_info", &rt::mem_get_info);

@@ -1,14 +1,11 @@
 """Runtime layer: environment configuration and its parsers."""
 
 import pytest
+from conftest import run_python
 from torch_vdev._C import _testing as rt
 
-from conftest import run_python
 
-
-@pytest.mark.parametrize(
-    "text,expected", [("1", 1), ("2", 2), (" 8 ", 8), ("64", 64), ("007", 7)]
-)
+@pytest.mark.parametrize("text,expected", [("1", 1), ("2", 2), (" 8 ", 8), ("64", 64), ("007", 7)])
 def test_parse_device_count_accepts(text, expected):
     assert rt.parse_device_count(text) == expected
 

@@ -4,7 +4,6 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
-
 from torch_vdev._C import _testing as rt
 
 DTYPES = [
@@ -82,11 +81,17 @@ def test_copy_keeps_every_byte_for_any_shape_stride_dtype(src_dev, dst_dev, case
     shape, dtype, steps, perm, offset, seed = case
     src_cpu = random_cpu_tensor(shape, dtype, seed)
     # Strided source: a view into a bigger buffer on the source device.
-    src = make_view(shape, steps, perm, offset,
-                    lambda s: torch.zeros(s, dtype=dtype, device=src_dev))
+    src = make_view(
+        shape, steps, perm, offset, lambda s: torch.zeros(s, dtype=dtype, device=src_dev)
+    )
     src.copy_(src_cpu)  # itself a copy into a strided destination when src_dev is vdev
-    dst = make_view(shape, steps[::-1] if steps else steps, perm, offset + 1,
-                    lambda s: torch.zeros(s, dtype=dtype, device=dst_dev))
+    dst = make_view(
+        shape,
+        steps[::-1] if steps else steps,
+        perm,
+        offset + 1,
+        lambda s: torch.zeros(s, dtype=dtype, device=dst_dev),
+    )
     dst.copy_(src)
     assert dst.device == torch.device(dst_dev)
     assert same_bytes(dst.cpu(), src_cpu)
@@ -130,8 +135,12 @@ def test_factories_on_each_device_leave_current_device_alone(device_count):
             assert rt.pointer_device(t.data_ptr()) == i or t.numel() == 0
         assert torch.vdev.current_device() == 0
     assert torch.empty_strided((2, 3), (1, 2), device="vdev").stride() == (1, 2)
-    assert torch.empty(2, 3, device="vdev", memory_format=torch.channels_last_3d
-                       if False else torch.contiguous_format).is_contiguous()
+    assert torch.empty(
+        2,
+        3,
+        device="vdev",
+        memory_format=torch.channels_last_3d if False else torch.contiguous_format,
+    ).is_contiguous()
 
 
 def test_factory_rejects_bad_options():

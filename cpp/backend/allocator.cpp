@@ -77,9 +77,9 @@ class VdevAllocator final : public c10::DeviceAllocator {
     VDEV_RT(vdev::rt::check_device_index(device, "reset_accumulated_memory_stats"));
     std::lock_guard<std::mutex> lock(mu_);
     DeviceStats& s = stats_for(device);
-    for (auto* arr : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-                      &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes,
-                      &s.requested_bytes}) {
+    for (auto* arr :
+         {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+          &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
       for (Stat& st : *arr) st.reset_accumulated();
     }
     s.num_alloc_retries = s.num_ooms = s.num_sync_all_streams = 0;
@@ -90,9 +90,9 @@ class VdevAllocator final : public c10::DeviceAllocator {
     VDEV_RT(vdev::rt::check_device_index(device, "reset_peak_memory_stats"));
     std::lock_guard<std::mutex> lock(mu_);
     DeviceStats& s = stats_for(device);
-    for (auto* arr : {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-                      &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes,
-                      &s.requested_bytes}) {
+    for (auto* arr :
+         {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+          &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
       for (Stat& st : *arr) st.reset_peak();
     }
   }
@@ -117,7 +117,7 @@ class VdevAllocator final : public c10::DeviceAllocator {
 
   void record(const Block& b, bool alloc) {
     const auto pool = static_cast<std::size_t>(b.size <= kSmallSize ? StatType::SMALL_POOL
-                                                                     : StatType::LARGE_POOL);
+                                                                    : StatType::LARGE_POOL);
     const auto agg = static_cast<std::size_t>(StatType::AGGREGATE);
     std::lock_guard<std::mutex> lock(mu_);
     DeviceStats& s = stats_for(b.device);

@@ -19,8 +19,7 @@ namespace {
 
 constexpr auto kVdev = c10::DeviceType::PrivateUse1;
 
-void note_device(const c10::OperatorHandle& op, std::optional<c10::Device>& found,
-                 c10::Device d) {
+void note_device(const c10::OperatorHandle& op, std::optional<c10::Device>& found, c10::Device d) {
   if (d.type() != kVdev) return;
   if (!found) {
     found = d;
@@ -33,7 +32,7 @@ void note_device(const c10::OperatorHandle& op, std::optional<c10::Device>& foun
 }
 
 std::optional<c10::Device> vdev_device_of_arguments(const c10::OperatorHandle& op,
-                                                   const torch::jit::Stack& stack) {
+                                                    const torch::jit::Stack& stack) {
   const std::size_t n = op.schema().arguments().size();
   std::optional<c10::Device> found;
   for (std::size_t i = stack.size() - n; i < stack.size(); ++i) {

@@ -1,7 +1,7 @@
 // Copies that involve vdev tensors: aten::_copy_from and aten::_copy_from_and_resize.
 //
-// PyTorch's copy_ hands every copy with a PrivateUse1 side to _copy_from(src, dst). Each case runs a
-// CPU copy between CPU aliases of the device bytes (backend/cpu_view.h), so dtype conversion,
+// PyTorch's copy_ hands every copy with a PrivateUse1 side to _copy_from(src, dst). Each case runs
+// a CPU copy between CPU aliases of the device bytes (backend/cpu_view.h), so dtype conversion,
 // broadcasting and arbitrary strides behave exactly as on CPU, and same-dtype contiguous copies
 // take one runtime memcpy. Copies are synchronous for now; non_blocking is accepted and ignored
 // until copies run on streams.

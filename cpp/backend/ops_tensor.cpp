@@ -124,7 +124,8 @@ at::Tensor vdev_reshape_alias(const at::Tensor& self, c10::IntArrayRef size,
 }
 
 at::Scalar vdev_local_scalar_dense(const at::Tensor& self) {
-  // The one synchronous read of a device value; the stream executor will wait for pending work here.
+  // The one synchronous read of a device value; the stream executor will wait for pending work
+  // here.
   return at::_local_scalar_dense(cpu_alias(self));
 }
 

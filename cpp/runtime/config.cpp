@@ -79,11 +79,20 @@ std::size_t parse_memory_size(const std::string& text, const char* what) {
     shift = 0;
   } else {
     switch (unit[0]) {
-      case 'K': shift = 10; break;
-      case 'M': shift = 20; break;
-      case 'G': shift = 30; break;
-      case 'T': shift = 40; break;
-      default: unit_ok = false;
+      case 'K':
+        shift = 10;
+        break;
+      case 'M':
+        shift = 20;
+        break;
+      case 'G':
+        shift = 30;
+        break;
+      case 'T':
+        shift = 40;
+        break;
+      default:
+        unit_ok = false;
     }
     const std::string rest = unit.substr(1);
     unit_ok = unit_ok && (rest.empty() || rest == "B" || rest == "IB");

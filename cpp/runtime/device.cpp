@@ -30,9 +30,7 @@ const std::vector<DeviceProperties>& all_properties() {
 
 int device_count() { return config().device_count; }
 
-int device_count_noexcept() noexcept {
-  return config_error() ? 0 : config().device_count;
-}
+int device_count_noexcept() noexcept { return config_error() ? 0 : config().device_count; }
 
 void check_device_index(int index, const char* fn) {
   const int n = device_count();

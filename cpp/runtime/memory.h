@@ -26,13 +26,13 @@ namespace vdev::rt {
 inline constexpr std::size_t kDeviceAlignment = 256;
 
 struct MemoryStats {
-  std::size_t capacity;         // VDEV_DEVICE_MEMORY
-  std::size_t allocated;        // bytes in live allocations (rounded to kDeviceAlignment)
-  std::size_t peak_allocated;   // since start or the last reset_peak_memory
-  std::size_t requested;        // bytes asked for by live allocations (not rounded)
-  std::uint64_t num_allocs;     // successful allocations since start
+  std::size_t capacity;        // VDEV_DEVICE_MEMORY
+  std::size_t allocated;       // bytes in live allocations (rounded to kDeviceAlignment)
+  std::size_t peak_allocated;  // since start or the last reset_peak_memory
+  std::size_t requested;       // bytes asked for by live allocations (not rounded)
+  std::uint64_t num_allocs;    // successful allocations since start
   std::uint64_t num_frees;
-  std::uint64_t num_ooms;       // allocations refused for lack of capacity
+  std::uint64_t num_ooms;  // allocations refused for lack of capacity
 };
 
 // Allocates `nbytes` on `device`. Returns nullptr for 0 bytes. Throws OutOfMemory when the device's

@@ -147,5 +147,3 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
 def synchronize(device: Any = None) -> None:
     """Waits for all work queued on every stream of ``device`` (default: the current device)."""
     _C._synchronize(_device_index(device, "synchronize"))
-
-

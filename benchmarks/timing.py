@@ -1,0 +1,85 @@
+"""Shared timing helper for the benchmarks: warm-up, repeats, min and median, JSON out.
+
+Every figure is a per-call time in nanoseconds. Ratios are only meaningful against a baseline
+measured in the same run on the same machine, so each benchmark measures its baseline itself.
+
+    python benchmarks/timing.py compare old.json new.json   # side by side
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+
+UNROLL = 20  # calls per loop iteration, so the Python loop costs little next to the call
+
+
+def _unrolled(stmt: str, env: dict) -> Callable[[int], None]:
+    body = "\n".join("        " + stmt for _ in range(UNROLL))
+    src = f"def _run(n):\n    for _ in range(n):\n{body}\n"
+    scope = dict(env)
+    exec(src, scope)  # noqa: S102 (benchmark code generation from literal statements)
+    return scope["_run"]
+
+
+def measure(stmt: str, env: dict, *, calls: int = 200_000, repeats: int = 15, warmup: int = 3,
+            per: int = 1) -> dict:
+    """Times `stmt` (a Python statement using names from `env`).
+
+    Returns min and median nanoseconds per execution of `stmt` divided by `per` (the number of
+    operations the statement performs)."""
+    run = _unrolled(stmt, env)
+    iters = max(1, calls // UNROLL)
+    for _ in range(warmup):
+        run(iters)
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        run(iters)
+        samples.append((time.perf_counter_ns() - t0) / (iters * UNROLL * per))
+    return {"min_ns": round(min(samples), 2), "median_ns": round(statistics.median(samples), 2),
+            "repeats": repeats, "calls_per_repeat": iters * UNROLL}
+
+
+def with_ratio(result: dict, baseline: dict, baseline_name: str) -> dict:
+    out = dict(result)
+    out["baseline"] = baseline_name
+    out["ratio_min"] = round(result["min_ns"] / baseline["min_ns"], 3)
+    out["ratio_median"] = round(result["median_ns"] / baseline["median_ns"], 3)
+    return out
+
+
+def environment() -> dict:
+    import torch
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "machine": platform.machine(), "threads": torch.get_num_threads()}
+
+
+def emit(report: dict, path: str | None) -> None:
+    text = json.dumps(report, indent=2)
+    print(text)
+    if path:
+        with open(path, "w") as f:
+            f.write(text + "\n")
+
+
+def compare(a_path: str, b_path: str) -> None:
+    a, b = (json.load(open(p)) for p in (a_path, b_path))
+    print(f"{'case':40} {'A median ns':>12} {'B median ns':>12} {'B/A':>7}")
+    for name, ra in a["results"].items():
+        rb = b["results"].get(name)
+        if rb:
+            print(f"{name:40} {ra['median_ns']:12.1f} {rb['median_ns']:12.1f} "
+                  f"{rb['median_ns'] / ra['median_ns']:7.2f}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "compare":
+        compare(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit("usage: python benchmarks/timing.py compare A.json B.json")
