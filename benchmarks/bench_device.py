@@ -34,20 +34,29 @@ def main() -> int:
     results = {
         "baseline._C._noop": base1,
         "vdev.current_device": with_ratio(
-            measure("vdev.current_device()", env, calls=calls), base1, "_C._noop"),
+            measure("vdev.current_device()", env, calls=calls), base1, "_C._noop"
+        ),
         "vdev.set_device_round_trip": with_ratio(
-            measure("vdev.set_device(1); vdev.set_device(0)", env, calls=calls), base2,
-            "_C._noop x2"),
+            measure("vdev.set_device(1); vdev.set_device(0)", env, calls=calls),
+            base2,
+            "_C._noop x2",
+        ),
         "accelerator.current_device_index": with_ratio(
-            measure("acc.current_device_index()", env, calls=calls), base1, "_C._noop"),
+            measure("acc.current_device_index()", env, calls=calls), base1, "_C._noop"
+        ),
     }
     targets = {
-        name: {"max_ratio": limit, "ratio_median": results[name]["ratio_median"],
-               "met": results[name]["ratio_median"] <= limit}
+        name: {
+            "max_ratio": limit,
+            "ratio_median": results[name]["ratio_median"],
+            "met": results[name]["ratio_median"] <= limit,
+        }
         for name, limit in TARGETS.items()
     }
-    emit({"benchmark": "device", "env": environment(), "results": results, "targets": targets},
-         args.out)
+    emit(
+        {"benchmark": "device", "env": environment(), "results": results, "targets": targets},
+        args.out,
+    )
     return 0
 
 

@@ -26,8 +26,9 @@ def _unrolled(stmt: str, env: dict) -> Callable[[int], None]:
     return scope["_run"]
 
 
-def measure(stmt: str, env: dict, *, calls: int = 200_000, repeats: int = 15, warmup: int = 3,
-            per: int = 1) -> dict:
+def measure(
+    stmt: str, env: dict, *, calls: int = 200_000, repeats: int = 15, warmup: int = 3, per: int = 1
+) -> dict:
     """Times `stmt` (a Python statement using names from `env`).
 
     Returns min and median nanoseconds per execution of `stmt` divided by `per` (the number of
@@ -41,8 +42,12 @@ def measure(stmt: str, env: dict, *, calls: int = 200_000, repeats: int = 15, wa
         t0 = time.perf_counter_ns()
         run(iters)
         samples.append((time.perf_counter_ns() - t0) / (iters * UNROLL * per))
-    return {"min_ns": round(min(samples), 2), "median_ns": round(statistics.median(samples), 2),
-            "repeats": repeats, "calls_per_repeat": iters * UNROLL}
+    return {
+        "min_ns": round(min(samples), 2),
+        "median_ns": round(statistics.median(samples), 2),
+        "repeats": repeats,
+        "calls_per_repeat": iters * UNROLL,
+    }
 
 
 def with_ratio(result: dict, baseline: dict, baseline_name: str) -> dict:
@@ -56,8 +61,12 @@ def with_ratio(result: dict, baseline: dict, baseline_name: str) -> dict:
 def environment() -> dict:
     import torch
 
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "machine": platform.machine(), "threads": torch.get_num_threads()}
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def emit(report: dict, path: str | None) -> None:
@@ -74,8 +83,10 @@ def compare(a_path: str, b_path: str) -> None:
     for name, ra in a["results"].items():
         rb = b["results"].get(name)
         if rb:
-            print(f"{name:40} {ra['median_ns']:12.1f} {rb['median_ns']:12.1f} "
-                  f"{rb['median_ns'] / ra['median_ns']:7.2f}")
+            print(
+                f"{name:40} {ra['median_ns']:12.1f} {rb['median_ns']:12.1f} "
+                f"{rb['median_ns'] / ra['median_ns']:7.2f}"
+            )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,8 @@ imported (torch's backend autoload).
 
 import torch
 
-print(f"{torch.vdev.device_count()} vdev devices, accelerator = {torch.accelerator.current_accelerator()}")
+accelerator = torch.accelerator.current_accelerator()
+print(f"{torch.vdev.device_count()} vdev devices, accelerator = {accelerator}")
 for i in range(torch.vdev.device_count()):
     print(f"  {torch.vdev.get_device_properties(i)}")
 

@@ -8,6 +8,7 @@ import threading
 import torch
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
 from torch_vdev import _C
 
 N_THREADS = 3

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from torch_vdev._C import _testing as rt
 
 

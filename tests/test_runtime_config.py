@@ -1,6 +1,7 @@
 """Runtime layer: environment configuration and its parsers."""
 
 import pytest
+
 from conftest import run_python
 from torch_vdev._C import _testing as rt
 
@@ -57,7 +58,8 @@ def test_environment_sets_count_and_capacity():
 
 def test_default_configuration_is_two_devices_of_4GiB():
     r = run_python(
-        "import torch; print(torch.vdev.device_count(), torch.vdev.get_device_properties(0).total_memory)"
+        "import torch; "
+        "print(torch.vdev.device_count(), torch.vdev.get_device_properties(0).total_memory)"
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["2", str(4 << 30)]

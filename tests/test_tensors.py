@@ -4,6 +4,7 @@ import pytest
 import torch
 from hypothesis import given
 from hypothesis import strategies as st
+
 from torch_vdev._C import _testing as rt
 
 DTYPES = [
@@ -61,7 +62,7 @@ def strided_case(draw):
 
 
 def make_view(shape, steps, perm, offset, make):
-    """A view of `shape` into a bigger tensor made by `make(flat_shape)`: offset, permuted, stepped."""
+    """A view of `shape` into a buffer made by `make(flat_shape)`: offset, permuted, stepped."""
     big = tuple(s * k for s, k in zip(shape, steps, strict=True))
     big_perm = tuple(big[p] for p in perm)
     numel = int(torch.Size(big_perm).numel())
