@@ -4,6 +4,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
+#include "backend/guard.h"
 #include "backend/hooks.h"
 #include "bindings/bindings.h"
 #include "runtime/config.h"
@@ -28,6 +29,7 @@ void bind_testing(nb::module_& m) {
   t.def("hooks_is_available", &backend::testing::hooks_is_available);
   t.def("hooks_device_count", &backend::testing::hooks_device_count);
   t.def("hooks_maybe_exchange_device", &backend::testing::hooks_maybe_exchange_device);
+  t.def("guard_call", &backend::testing::guard_call);
 }
 
 }  // namespace vdev::bindings

@@ -97,3 +97,40 @@ def test_hooks_map_pointers_to_devices():
 def test_pinned_memory_and_generators_are_reported_unimplemented():
     with pytest.raises(NotImplementedError, match="vdev: device generators are not implemented"):
         torch.Generator(device="vdev")
+
+
+GUARD_METHODS = [
+    "setDevice",
+    "exchangeDevice",
+    "getStream",
+    "getDefaultStream",
+    "getDeviceCapability",
+    "exchangeStream",
+    "queryStream",
+]
+
+
+@pytest.mark.parametrize("method", GUARD_METHODS)
+@pytest.mark.parametrize("device", ["cpu", "meta", "cuda:0"])
+def test_guard_rejects_other_device_types_naming_them(method, device):
+    torch.vdev.set_device(1)
+    with pytest.raises(RuntimeError, match=f"expected a vdev device, got {device}"):
+        rt.guard_call(method, device)
+    assert torch.vdev.current_device() == 1
+
+
+@pytest.mark.parametrize("method", GUARD_METHODS)
+def test_guard_validates_vdev_indices(method):
+    with pytest.raises(RuntimeError, match="device index 2 out of range"):
+        rt.guard_call(method, "vdev:2")
+    assert torch.vdev.current_device() == 0
+
+
+def test_guard_methods_on_valid_devices():
+    assert rt.guard_call("getStream", "vdev:1") == 1
+    assert rt.guard_call("getDefaultStream", "vdev:1") == 1
+    assert rt.guard_call("exchangeStream", "vdev:1") == 1
+    assert rt.guard_call("queryStream", "vdev:0") == 1
+    assert rt.guard_call("exchangeDevice", "vdev:1") == 0
+    assert torch.vdev.current_device() == 1
+    assert rt.guard_call("setDevice", "vdev:0") == 0

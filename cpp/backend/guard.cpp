@@ -100,3 +100,28 @@ void VdevGuardImpl::synchronizeDevice(c10::DeviceIndex device_index) const {
 C10_REGISTER_GUARD_IMPL(PrivateUse1, VdevGuardImpl);
 
 }  // namespace vdev::backend
+
+namespace vdev::backend::testing {
+
+int guard_call(const std::string& method, const std::string& device) {
+  const auto* impl = c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
+  const c10::Device d(device);
+  if (method == "setDevice") {
+    impl->setDevice(d);
+    return impl->getDevice().index();
+  }
+  if (method == "exchangeDevice") return impl->exchangeDevice(d).index();
+  if (method == "getStream") return impl->getStream(d).device_index();
+  if (method == "getDefaultStream") return impl->getDefaultStream(d).device_index();
+  if (method == "getDeviceCapability") {
+    impl->getDeviceCapability(d);
+    return d.index();
+  }
+  if (method == "exchangeStream")
+    return impl->exchangeStream(c10::Stream(c10::Stream::DEFAULT, d)).device_index();
+  if (method == "queryStream")
+    return impl->queryStream(c10::Stream(c10::Stream::DEFAULT, d)) ? 1 : 0;
+  TORCH_CHECK_VALUE(false, "guard_call: unknown method ", method);
+}
+
+}  // namespace vdev::backend::testing

@@ -36,3 +36,16 @@ struct VdevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 };
 
 }  // namespace vdev::backend
+
+#include <string>
+
+#include "backend/export.h"
+
+namespace vdev::backend::testing {
+
+// Test-only: calls `method` ("setDevice", "exchangeDevice", "getStream", "getDefaultStream",
+// "getDeviceCapability", "exchangeStream", "queryStream") of the guard *registered* for PrivateUse1
+// with the device parsed from `device` (e.g. "cpu", "vdev:1"). Returns the resulting device index.
+VDEV_BACKEND_API int guard_call(const std::string& method, const std::string& device);
+
+}  // namespace vdev::backend::testing

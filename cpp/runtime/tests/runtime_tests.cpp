@@ -19,12 +19,12 @@ namespace rt = vdev::rt;
 
 static int failures = 0;
 
-#define EXPECT(cond)                                                   \
-  do {                                                                 \
-    if (!(cond)) {                                                     \
+#define EXPECT(cond)                                                         \
+  do {                                                                       \
+    if (!(cond)) {                                                           \
       std::fprintf(stderr, "%s:%d: FAILED %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                      \
-    }                                                                  \
+      ++failures;                                                            \
+    }                                                                        \
   } while (0)
 
 template <typename E, typename F>
