@@ -57,7 +57,8 @@ class DeviceStackMachine(RuleBasedStateMachine):
         for w in self.workers:
             assert w.call(lambda: torch.vdev.set_device(0))[0]
         self.current = [0] * N_THREADS
-        self.open_guards = [[] for _ in range(N_THREADS)]  # (guard object, device before it)
+        # Per thread: (guard object, device to restore on exit or None for a no-op guard).
+        self.open_guards = [[] for _ in range(N_THREADS)]
 
     def teardown(self):
         for w in self.workers:
@@ -111,7 +112,8 @@ class DeviceStackMachine(RuleBasedStateMachine):
         noop = kind == "vdev" and i == -1
         assert ok == (valid(i) or noop), guard
         if ok:
-            self.open_guards[t].append((guard, self.current[t]))
+            # A no-op guard (torch.vdev.device(-1)) restores nothing on exit, as with torch.cuda.
+            self.open_guards[t].append((guard, None if noop else self.current[t]))
             if not noop:
                 self.current[t] = i
 
@@ -122,7 +124,8 @@ class DeviceStackMachine(RuleBasedStateMachine):
         guard, before = self.open_guards[t].pop()
         ok, err = self.workers[t].call(lambda: guard.__exit__(None, None, None))
         assert ok, err
-        self.current[t] = before
+        if before is not None:
+            self.current[t] = before
 
     @rule(t=st.integers(0, N_THREADS - 1), i=st.integers(0, N_DEVICES - 1))
     def tensor_op_on_device_keeps_current(self, t, i):

@@ -77,11 +77,7 @@ class VdevAllocator final : public c10::DeviceAllocator {
     VDEV_RT(vdev::rt::check_device_index(device, "reset_accumulated_memory_stats"));
     std::lock_guard<std::mutex> lock(mu_);
     DeviceStats& s = stats_for(device);
-    for (auto* arr :
-         {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-          &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
-      for (Stat& st : *arr) st.reset_accumulated();
-    }
+    for_each_stat(s, [](Stat& st) { st.reset_accumulated(); });
     s.num_alloc_retries = s.num_ooms = s.num_sync_all_streams = 0;
     s.num_device_alloc = s.num_device_free = s.num_oom_rejections = 0;
   }
@@ -89,12 +85,7 @@ class VdevAllocator final : public c10::DeviceAllocator {
   void resetPeakStats(c10::DeviceIndex device) override {
     VDEV_RT(vdev::rt::check_device_index(device, "reset_peak_memory_stats"));
     std::lock_guard<std::mutex> lock(mu_);
-    DeviceStats& s = stats_for(device);
-    for (auto* arr :
-         {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
-          &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
-      for (Stat& st : *arr) st.reset_peak();
-    }
+    for_each_stat(stats_for(device), [](Stat& st) { st.reset_peak(); });
   }
 
   std::pair<std::size_t, std::size_t> getMemoryInfo(c10::DeviceIndex device) override {
@@ -115,29 +106,34 @@ class VdevAllocator final : public c10::DeviceAllocator {
     return stats_[static_cast<std::size_t>(device)];
   }
 
+  // Applies f to every Stat of every StatArray in s.
+  template <typename F>
+  static void for_each_stat(DeviceStats& s, F f) {
+    for (auto* arr :
+         {&s.allocation, &s.segment, &s.active, &s.inactive_split, &s.allocated_bytes,
+          &s.reserved_bytes, &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes}) {
+      for (Stat& st : *arr) f(st);
+    }
+  }
+
+  // One block is one allocation, one segment and one active block of b.size bytes.
   void record(const Block& b, bool alloc) {
     const auto pool = static_cast<std::size_t>(b.size <= kSmallSize ? StatType::SMALL_POOL
                                                                     : StatType::LARGE_POOL);
     const auto agg = static_cast<std::size_t>(StatType::AGGREGATE);
     std::lock_guard<std::mutex> lock(mu_);
     DeviceStats& s = stats_for(b.device);
-    for (std::size_t i : {agg, pool}) {
-      if (alloc) {
-        s.allocation[i].increase(1);
-        s.segment[i].increase(1);
-        s.active[i].increase(1);
-        s.allocated_bytes[i].increase(b.size);
-        s.reserved_bytes[i].increase(b.size);
-        s.active_bytes[i].increase(b.size);
-        s.requested_bytes[i].increase(b.requested);
-      } else {
-        s.allocation[i].decrease(1);
-        s.segment[i].decrease(1);
-        s.active[i].decrease(1);
-        s.allocated_bytes[i].decrease(b.size);
-        s.reserved_bytes[i].decrease(b.size);
-        s.active_bytes[i].decrease(b.size);
-        s.requested_bytes[i].decrease(b.requested);
+    const std::pair<c10::CachingAllocator::StatArray*, std::size_t> changes[] = {
+        {&s.allocation, 1},
+        {&s.segment, 1},
+        {&s.active, 1},
+        {&s.allocated_bytes, b.size},
+        {&s.reserved_bytes, b.size},
+        {&s.active_bytes, b.size},
+        {&s.requested_bytes, b.requested}};
+    for (const auto& [arr, amount] : changes) {
+      for (std::size_t i : {agg, pool}) {
+        alloc ? (*arr)[i].increase(amount) : (*arr)[i].decrease(amount);
       }
     }
     alloc ? ++s.num_device_alloc : ++s.num_device_free;
