@@ -75,6 +75,4 @@ const DeviceProperties& device_properties(int index) {
   return all_properties()[static_cast<std::size_t>(index)];
 }
 
-void device_synchronize(int index) { check_device_index(index, "synchronize"); }
-
 }  // namespace vdev::rt

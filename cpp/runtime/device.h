@@ -46,8 +46,4 @@ VDEV_RT_API void unchecked_set_device(int index) noexcept;
 
 VDEV_RT_API const DeviceProperties& device_properties(int index);
 
-// Waits until all work queued on every stream of `index` has completed. Every operation is
-// synchronous until the stream executor exists, so this only validates the index.
-VDEV_RT_API void device_synchronize(int index);
-
 }  // namespace vdev::rt

@@ -11,6 +11,8 @@
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
+#include "runtime/process.h"
+#include "runtime/stream.h"
 
 namespace vdev::rt {
 namespace {
@@ -62,7 +64,9 @@ std::string human(std::size_t bytes) {
 
 void* device_malloc(int device, std::size_t nbytes) {
   check_device_index(device, "device_malloc");
+  check_not_forked("device_malloc");
   if (nbytes == 0) return nullptr;
+  mark_initialised();
   const std::size_t size = round_up(nbytes);
   Table& t = table();
   {
@@ -95,7 +99,7 @@ void* device_malloc(int device, std::size_t nbytes) {
 }
 
 void device_free(void* ptr) noexcept {
-  if (ptr == nullptr) return;
+  if (ptr == nullptr || in_bad_fork()) return;
   Table& t = table();
   {
     std::lock_guard<std::mutex> lock(t.mu);
@@ -140,6 +144,26 @@ void reset_peak_memory(int device) {
 std::pair<std::size_t, std::size_t> mem_get_info(int device) {
   const MemoryStats s = memory_stats(device);
   return {s.capacity - s.allocated, s.capacity};
+}
+
+void memcpy_async(Stream& stream, void* dst, const void* src, std::size_t n, CopyKind kind,
+                  std::shared_ptr<void> keep_alive) {
+  const char* name = kind == CopyKind::HostToDevice   ? "copy_host_to_device"
+                     : kind == CopyKind::DeviceToHost ? "copy_device_to_host"
+                                                      : "copy_device_to_device";
+  stream.enqueue(name, [dst, src, n, kind, keep = std::move(keep_alive)] {
+    switch (kind) {
+      case CopyKind::HostToDevice:
+        memcpy_host_to_device(dst, src, n);
+        break;
+      case CopyKind::DeviceToHost:
+        memcpy_device_to_host(dst, src, n);
+        break;
+      case CopyKind::DeviceToDevice:
+        memcpy_device_to_device(dst, src, n);
+        break;
+    }
+  });
 }
 
 void memcpy_host_to_device(void* dst, const void* src, std::size_t n) {

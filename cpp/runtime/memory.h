@@ -7,6 +7,10 @@
 // faults on host access plus a second, writable mapping for kernels) replaces the body of
 // kernel_address without changing any caller.
 //
+// Fork (runtime/process.h): allocating marks the runtime initialised; in a child forked after
+// that, device_malloc throws and device_free leaks (the table's lock may be held by a thread that
+// no longer exists).
+//
 // Ownership: device_malloc's caller owns the block until device_free. Freeing an address that was
 // not returned by device_malloc is ignored (and counted), never undefined behaviour.
 //
@@ -16,6 +20,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 
 #include "runtime/export.h"
@@ -51,7 +56,18 @@ VDEV_RT_API void reset_peak_memory(int device);
 // (free, total) bytes of `device`.
 VDEV_RT_API std::pair<std::size_t, std::size_t> mem_get_info(int device);
 
-// Synchronous copies of `n` bytes; device pointers are device addresses.
+class Stream;
+
+enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
+
+// Queues a copy of `n` bytes on `stream`. The caller guarantees both ranges stay valid until the
+// copy has run: `keep_alive` (anything, e.g. the storages involved) is held by the queued task and
+// released on the worker right after the copy.
+VDEV_RT_API void memcpy_async(Stream& stream, void* dst, const void* src, std::size_t n,
+                              CopyKind kind, std::shared_ptr<void> keep_alive = nullptr);
+
+// Synchronous copies of `n` bytes; device pointers are device addresses. They do not order
+// themselves with queued work: callers synchronize the stream first.
 VDEV_RT_API void memcpy_host_to_device(void* dst, const void* src, std::size_t n);
 VDEV_RT_API void memcpy_device_to_host(void* dst, const void* src, std::size_t n);
 VDEV_RT_API void memcpy_device_to_device(void* dst, const void* src, std::size_t n);

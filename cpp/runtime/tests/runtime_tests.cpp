@@ -13,7 +13,10 @@
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
+#include "runtime/event.h"
 #include "runtime/memory.h"
+#include "runtime/stream.h"
+#include "runtime/testing.h"
 
 namespace rt = vdev::rt;
 
@@ -133,6 +136,157 @@ static void test_concurrent_allocation() {
   EXPECT(rt::memory_stats(0).allocated + rt::memory_stats(1).allocated == before);
 }
 
+static void test_stream_runs_tasks_in_order() {
+  rt::Stream& s = rt::new_stream(0, 0);
+  auto log = std::make_shared<rt::testing::Log>();
+  for (int i = 0; i < 10000; ++i) rt::testing::enqueue_log(s, log, i);
+  s.synchronize();
+  EXPECT(s.query());
+  const auto v = log->values();
+  bool ordered = v.size() == 10000;
+  for (std::size_t i = 0; ordered && i < v.size(); ++i) ordered = v[i] == static_cast<int>(i);
+  EXPECT(ordered);
+}
+
+static void test_gate_holds_work_and_events() {
+  rt::Stream& s = rt::new_stream(1, 0);
+  auto gate = std::make_shared<rt::testing::Gate>();
+  auto log = std::make_shared<rt::testing::Log>();
+  rt::testing::enqueue_gate(s, gate);
+  rt::testing::enqueue_log(s, log, 1);
+  rt::Event e(/*timing=*/true);
+  e.record(s);
+  EXPECT(!s.query());
+  EXPECT(!e.query());
+  EXPECT(log->values().empty());
+  EXPECT(e.device() == 1);
+  rt::Stream& other = rt::new_stream(0, 0);
+  EXPECT(throws<std::invalid_argument>([&] { e.record(other); }, "belongs to vdev:1"));
+  gate->open();
+  e.synchronize();
+  EXPECT(e.query());
+  s.synchronize();
+  EXPECT(s.query() && log->values().size() == 1);
+}
+
+static void test_errors_surface_once_and_stream_stays_usable() {
+  rt::Stream& s = rt::new_stream(0, 0);
+  auto gate = std::make_shared<rt::testing::Gate>();
+  rt::testing::enqueue_gate(s, gate);  // queue everything before the failure can run
+  rt::testing::enqueue_failure(s, "boom");
+  auto log = std::make_shared<rt::testing::Log>();
+  rt::testing::enqueue_log(s, log, 7);  // later tasks still run
+  gate->open();
+  EXPECT(throws<std::runtime_error>([&] { s.synchronize(); }, "[test_failure] boom (on vdev:0"));
+  s.synchronize();  // reported once
+  EXPECT(log->values().size() == 1);
+  rt::testing::enqueue_failure(s, "second");
+  while (!s.query()) std::this_thread::yield();
+  EXPECT(throws<std::runtime_error>([&] { rt::testing::enqueue_log(s, log, 8); }, "second"));
+  rt::testing::enqueue_log(s, log, 9);  // usable again
+  s.synchronize();
+  EXPECT(log->values().back() == 9 && log->values().size() == 2);
+}
+
+static void test_wait_event_orders_streams_and_carries_errors() {
+  rt::Stream& a = rt::new_stream(0, 0);
+  rt::Stream& b = rt::new_stream(0, 0);
+  auto gate = std::make_shared<rt::testing::Gate>();
+  auto log = std::make_shared<rt::testing::Log>();
+  rt::testing::enqueue_gate(a, gate);
+  rt::testing::enqueue_log(a, log, 1);
+  rt::Event e(false);
+  e.record(a);
+  e.block(b);
+  rt::testing::enqueue_log(b, log, 2);
+  EXPECT(!b.query());
+  gate->open();
+  b.synchronize();
+  EXPECT(log->values() == std::vector<std::int64_t>({1, 2}));
+
+  auto gate2 = std::make_shared<rt::testing::Gate>();
+  rt::testing::enqueue_gate(a, gate2);
+  rt::testing::enqueue_failure(a, "upstream");
+  rt::Event carrier(false);
+  carrier.record(a);
+  carrier.block(b);
+  gate2->open();
+  EXPECT(throws<std::runtime_error>([&] { b.synchronize(); }, "upstream"));
+  EXPECT(throws<std::runtime_error>([&] { carrier.synchronize(); }, "upstream"));
+  EXPECT(throws<std::runtime_error>([&] { a.synchronize(); }, "upstream"));
+}
+
+static void test_elapsed_time_rules() {
+  rt::Stream& s = rt::new_stream(0, 0);
+  rt::Event start(true), end(true), untimed(false), never(true);
+  start.record(s);
+  end.record(s);
+  untimed.record(s);
+  s.synchronize();
+  EXPECT(start.elapsed_ms(end) >= 0.0);
+  EXPECT(throws<std::invalid_argument>([&] { start.elapsed_ms(untimed); }, "enable_timing"));
+  EXPECT(throws<std::invalid_argument>([&] { start.elapsed_ms(never); }, "recorded"));
+}
+
+// 8 host threads enqueue on one shared stream and on private streams: nothing lost or reordered.
+static void test_concurrent_enqueue_stress() {
+  rt::Stream& shared = rt::new_stream(1, 0);
+  auto shared_log = std::make_shared<rt::testing::Log>();
+  constexpr int kThreads = 8, kTasks = 5000;
+  std::vector<std::shared_ptr<rt::testing::Log>> private_logs;
+  std::vector<rt::Stream*> private_streams;
+  for (int t = 0; t < kThreads; ++t) {
+    private_logs.push_back(std::make_shared<rt::testing::Log>());
+    private_streams.push_back(&rt::new_stream(t % 2, 0));
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kTasks; ++i) {
+        rt::testing::enqueue_log(shared, shared_log, t * 1000000 + i);
+        rt::testing::enqueue_log(*private_streams[t], private_logs[t], i);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  rt::synchronize_device(0);
+  rt::synchronize_device(1);
+  const auto v = shared_log->values();
+  EXPECT(v.size() == static_cast<std::size_t>(kThreads * kTasks));
+  std::vector<int> next(kThreads, 0);
+  bool ordered = true;
+  for (auto x : v) {
+    const int t = static_cast<int>(x / 1000000), i = static_cast<int>(x % 1000000);
+    ordered = ordered && i == next[t]++;
+  }
+  EXPECT(ordered);
+  for (int t = 0; t < kThreads; ++t) EXPECT(private_logs[t]->values().size() == kTasks);
+}
+
+static void test_async_copies_and_current_stream() {
+  rt::Stream& s = rt::current_stream(0);
+  EXPECT(&s == &rt::default_stream(0));
+  rt::Stream& p = rt::pool_stream(0, true);
+  EXPECT(p.priority() == rt::kHighestStreamPriority && p.id() > rt::kStreamsPerPool);
+  EXPECT(&rt::exchange_current_stream(p) == &s);
+  EXPECT(&rt::current_stream(0) == &p);
+  EXPECT(&rt::stream_from_id(0, p.id()) == &p);
+  EXPECT(throws<std::invalid_argument>([] { rt::stream_from_id(0, 999); }, "unknown vdev stream"));
+  std::vector<int> in(4096), out(4096, 0);
+  for (int i = 0; i < 4096; ++i) in[i] = i * 3;
+  void* d = rt::device_malloc(0, sizeof(int) * 4096);
+  auto gate = std::make_shared<rt::testing::Gate>();
+  rt::testing::enqueue_gate(p, gate);
+  rt::memcpy_async(p, d, in.data(), sizeof(int) * 4096, rt::CopyKind::HostToDevice);
+  rt::memcpy_async(p, out.data(), d, sizeof(int) * 4096, rt::CopyKind::DeviceToHost);
+  EXPECT(out[4095] == 0);  // still behind the gate
+  gate->open();
+  p.synchronize();
+  EXPECT(out == in);
+  rt::device_free(d);
+  rt::exchange_current_stream(s);
+}
+
 int main() {
   setenv("VDEV_DEVICE_COUNT", "2", 1);
   setenv("VDEV_DEVICE_MEMORY", "64MiB", 1);
@@ -141,6 +295,13 @@ int main() {
   test_current_device_is_thread_local();
   test_memory_accounting_and_copies();
   test_concurrent_allocation();
+  test_stream_runs_tasks_in_order();
+  test_gate_holds_work_and_events();
+  test_errors_surface_once_and_stream_stays_usable();
+  test_wait_event_orders_streams_and_carries_errors();
+  test_elapsed_time_rules();
+  test_concurrent_enqueue_stress();
+  test_async_copies_and_current_stream();
   std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "OK", failures);
   return failures ? 1 : 0;
 }

@@ -1,0 +1,127 @@
+#include "runtime/event.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "runtime/errors.h"
+#include "runtime/process.h"
+
+namespace vdev::rt {
+
+struct Mark {
+  std::atomic<bool> done{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::chrono::steady_clock::time_point time;  // written before `done` is released
+  std::optional<std::string> error;            // written before `done` is released
+
+  void complete(std::optional<std::string> err) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      time = std::chrono::steady_clock::now();
+      error = std::move(err);
+      done.store(true, std::memory_order_release);
+    }
+    cv.notify_all();
+  }
+
+  // Waits for completion; returns false if the process began exiting first.
+  bool wait() {
+    if (done.load(std::memory_order_acquire)) return true;
+    const auto spin_end = std::chrono::steady_clock::now() + kHostSpin;
+    while (std::chrono::steady_clock::now() < spin_end) {
+      if (done.load(std::memory_order_acquire)) return true;
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    while (!done.load(std::memory_order_acquire)) {
+      if (stopping()) return false;
+      // Poll `stopping` so that exit never waits on a mark that will not complete.
+      cv.wait_for(lock, std::chrono::milliseconds(50));
+    }
+    return true;
+  }
+};
+
+Event::Event(bool timing) : timing_(timing) {}
+
+int Event::device() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return device_;
+}
+
+bool Event::recorded() const { return latest() != nullptr; }
+
+std::shared_ptr<Mark> Event::latest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return latest_;
+}
+
+void Event::record(Stream& stream) {
+  auto mark = std::make_shared<Mark>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (device_ != -1 && device_ != stream.device()) {
+      fail<std::invalid_argument>("record_event", "event belongs to vdev:", device_,
+                                  " and cannot be recorded on a stream of vdev:", stream.device());
+    }
+    device_ = stream.device();  // claimed before queueing, so two recorders cannot disagree
+  }
+  Stream* s = &stream;
+  stream.enqueue("record_event", [mark, s] { mark->complete(s->peek_error()); });
+  std::lock_guard<std::mutex> lock(mu_);
+  latest_ = std::move(mark);
+}
+
+bool Event::query() const {
+  auto m = latest();
+  return m == nullptr || m->done.load(std::memory_order_acquire);
+}
+
+void Event::synchronize() const {
+  auto m = latest();
+  if (m == nullptr) return;
+  if (!m->wait()) fail<std::runtime_error>("synchronize_event", "the vdev runtime is shutting down");
+  if (m->error) {
+    fail<std::runtime_error>("synchronize_event", "event recorded after a failed operation: ",
+                             *m->error);
+  }
+}
+
+void Event::block(Stream& stream) const {
+  auto m = latest();
+  if (m == nullptr) return;
+  stream.enqueue("wait_event", [m] {
+    if (!m->wait()) return;  // exiting
+    if (m->error) throw std::runtime_error("waited on an event recorded after a failed operation: " +
+                                           *m->error);
+  });
+}
+
+double Event::elapsed_ms(const Event& end) const {
+  if (!timing_ || !end.timing_) {
+    fail<std::invalid_argument>("elapsed_time",
+                                "both events must be created with enable_timing=True");
+  }
+  auto a = latest();
+  auto b = end.latest();
+  if (a == nullptr || b == nullptr) {
+    fail<std::invalid_argument>("elapsed_time",
+                                "both events must be recorded before calculating elapsed time");
+  }
+  if (device() != end.device()) {
+    fail<std::invalid_argument>("elapsed_time", "events are on different devices: vdev:", device(),
+                                " and vdev:", end.device());
+  }
+  if (!a->done.load(std::memory_order_acquire) || !b->done.load(std::memory_order_acquire)) {
+    fail<std::runtime_error>("elapsed_time",
+                             "both events must be completed before calculating elapsed time");
+  }
+  return std::chrono::duration<double, std::milli>(b->time - a->time).count();
+}
+
+}  // namespace vdev::rt

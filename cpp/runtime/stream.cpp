@@ -1,0 +1,281 @@
+#include "runtime/stream.h"
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "runtime/config.h"
+#include "runtime/device.h"
+#include "runtime/errors.h"
+#include "runtime/process.h"
+
+namespace vdev::rt {
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Spins until pred() or `limit` has passed; returns pred().
+template <typename Pred>
+bool spin_until(Pred pred, std::chrono::microseconds limit) {
+  if (pred()) return true;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (int i = 0; i < 64; ++i) {
+      if (pred()) return true;
+      cpu_relax();
+    }
+  }
+  return pred();
+}
+
+constexpr std::int64_t kFirstPoolId = 1;
+constexpr std::int64_t kFirstHighPoolId = kFirstPoolId + kStreamsPerPool;
+constexpr std::int64_t kFirstNewId = kFirstHighPoolId + kStreamsPerPool;
+
+// All streams of one device. Slots are filled once and never cleared, so readers need no lock.
+struct DeviceStreams {
+  std::array<std::atomic<Stream*>, kMaxStreamsPerDevice> slots{};
+  std::mutex create_mu;
+  std::int64_t next_new_id = kFirstNewId;  // guarded by create_mu
+  std::atomic<std::uint32_t> pool_cursor[2] = {0, 0};
+};
+
+// Leaked on purpose (runtime/process.h): workers may still run during static destruction.
+DeviceStreams* device_streams(int device) {
+  static DeviceStreams* all = new DeviceStreams[kMaxDevices];
+  check_device_index(device, "stream");
+  return &all[device];
+}
+
+int clamp_priority(int priority) {
+  return std::clamp(priority, kHighestStreamPriority, kLowestStreamPriority);
+}
+
+Stream& get_or_create(DeviceStreams* ds, int device, std::int64_t id, int priority) {
+  Stream* s = ds->slots[static_cast<std::size_t>(id)].load(std::memory_order_acquire);
+  if (s != nullptr) return *s;
+  std::lock_guard<std::mutex> lock(ds->create_mu);
+  s = ds->slots[static_cast<std::size_t>(id)].load(std::memory_order_relaxed);
+  if (s == nullptr) {
+    s = new Stream(device, id, priority);
+    ds->slots[static_cast<std::size_t>(id)].store(s, std::memory_order_release);
+  }
+  return *s;
+}
+
+int pool_priority(std::int64_t id) {
+  return id >= kFirstHighPoolId ? kHighestStreamPriority : kLowestStreamPriority;
+}
+
+thread_local std::array<Stream*, kMaxDevices> tls_current{};
+
+}  // namespace
+
+Stream::Stream(int device, std::int64_t id, int priority)
+    : device_(device), id_(id), priority_(priority) {}
+
+void Stream::throw_pending_error_locked(std::unique_lock<std::mutex>& lock) {
+  if (!error_) return;
+  std::string message = std::move(*error_);
+  error_.reset();
+  lock.unlock();
+  throw std::runtime_error(message);
+}
+
+void Stream::enqueue(const char* name, TaskFn fn) {
+  check_not_forked("enqueue");
+  if (stopping()) fail<std::runtime_error>("enqueue", "the vdev runtime is shutting down");
+  bool wake = false;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    throw_pending_error_locked(lock);
+    queue_.push_back(Item{name, std::move(fn)});
+    enqueued_.fetch_add(1);
+    if (!worker_running_) start_worker_locked();
+    wake = worker_sleeping_;
+  }
+  if (wake) work_cv_.notify_one();
+}
+
+bool Stream::query() const noexcept { return completed_.load() == enqueued_.load(); }
+
+void Stream::synchronize() {
+  check_not_forked("synchronize");
+  const std::uint64_t target = enqueued_.load();
+  auto done = [&] { return completed_.load() >= target || stopping(); };
+  if (!spin_until(done, kHostSpin)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    host_waiters_.fetch_add(1);
+    done_cv_.wait(lock, done);
+    host_waiters_.fetch_sub(1);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  throw_pending_error_locked(lock);
+}
+
+std::optional<std::string> Stream::peek_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+void Stream::start_worker_locked() {
+  mark_initialised();
+  worker_running_ = true;
+  std::thread([this] { worker_loop(); }).detach();  // never joined: see runtime/process.h
+}
+
+void Stream::worker_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    if (queue_.empty()) {
+      lock.unlock();
+      // Bounded spin: back-to-back work is picked up without a sleep/wake round trip.
+      spin_until([&] { return completed_.load() != enqueued_.load() || stopping(); }, kWorkerSpin);
+      lock.lock();
+      worker_sleeping_ = true;
+      const bool woke = work_cv_.wait_for(lock, kWorkerIdleExit,
+                                          [&] { return !queue_.empty() || stopping(); });
+      worker_sleeping_ = false;
+      if (stopping() || (!woke && queue_.empty())) {
+        worker_running_ = false;  // decided under the lock: the next enqueue starts a new worker
+        return;
+      }
+      continue;
+    }
+    if (stopping()) {
+      worker_running_ = false;  // queued work is abandoned at exit
+      return;
+    }
+    Item item = std::move(queue_.front());
+    queue_.pop_front();
+    busy_.store(true);
+    lock.unlock();
+    try {
+      item.fn();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> elock(mu_);
+      if (!error_) {
+        error_ = detail::cat("[", item.name, "] ", e.what(), " (on vdev:", device_, " stream ", id_,
+                             ")");
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> elock(mu_);
+      if (!error_) error_ = detail::cat("[", item.name, "] unknown error");
+    }
+    item.fn = nullptr;  // destroy the captures (may free device memory) before signalling
+    completed_.fetch_add(1);
+    busy_.store(false);
+    // seq_cst on completed_ and host_waiters_ pairs with synchronize(): either the waiter sees the
+    // new count or this thread sees the waiter.
+    if (host_waiters_.load() > 0) {
+      std::lock_guard<std::mutex> wlock(mu_);
+      done_cv_.notify_all();
+    }
+    lock.lock();
+  }
+}
+
+void Stream::request_stop() {
+  { std::lock_guard<std::mutex> lock(mu_); }
+  work_cv_.notify_all();
+  done_cv_.notify_all();
+}
+
+Stream& default_stream(int device) {
+  return get_or_create(device_streams(device), device, 0, kLowestStreamPriority);
+}
+
+Stream& pool_stream(int device, bool high_priority) {
+  DeviceStreams* ds = device_streams(device);
+  const std::uint32_t k = ds->pool_cursor[high_priority ? 1 : 0].fetch_add(1) % kStreamsPerPool;
+  const std::int64_t id = (high_priority ? kFirstHighPoolId : kFirstPoolId) + k;
+  return get_or_create(ds, device, id, pool_priority(id));
+}
+
+Stream& new_stream(int device, int priority) {
+  DeviceStreams* ds = device_streams(device);
+  std::lock_guard<std::mutex> lock(ds->create_mu);
+  if (ds->next_new_id >= kMaxStreamsPerDevice) {
+    fail<std::runtime_error>("new_stream", "vdev:", device, " already has ",
+                             kMaxStreamsPerDevice - kFirstNewId,
+                             " new streams (the limit); reuse streams or take them from the pool");
+  }
+  const std::int64_t id = ds->next_new_id++;
+  auto* s = new Stream(device, id, clamp_priority(priority));
+  ds->slots[static_cast<std::size_t>(id)].store(s, std::memory_order_release);
+  return *s;
+}
+
+Stream& stream_from_id(int device, std::int64_t id) {
+  DeviceStreams* ds = device_streams(device);
+  if (id >= 0 && id < kFirstNewId) return get_or_create(ds, device, id, pool_priority(id));
+  Stream* s = id >= 0 && id < kMaxStreamsPerDevice
+                  ? ds->slots[static_cast<std::size_t>(id)].load(std::memory_order_acquire)
+                  : nullptr;
+  if (s == nullptr) {
+    fail<std::invalid_argument>("stream", "unknown vdev stream id ", id, " on vdev:", device);
+  }
+  return *s;
+}
+
+Stream& current_stream(int device) {
+  check_device_index(device, "current_stream");
+  Stream* s = tls_current[static_cast<std::size_t>(device)];
+  return s != nullptr ? *s : default_stream(device);
+}
+
+Stream& exchange_current_stream(Stream& s) {
+  Stream& prev = current_stream(s.device());
+  tls_current[static_cast<std::size_t>(s.device())] = &s;
+  return prev;
+}
+
+void synchronize_device(int device) {
+  check_device_index(device, "synchronize");
+  DeviceStreams* ds = device_streams(device);
+  std::optional<std::string> first;
+  for (auto& slot : ds->slots) {
+    Stream* s = slot.load(std::memory_order_acquire);
+    if (s == nullptr || s->enqueued_count() == 0) continue;
+    try {
+      s->synchronize();
+    } catch (const std::runtime_error& e) {
+      if (!first) first = e.what();
+    }
+  }
+  if (first) throw std::runtime_error(*first);
+}
+
+void stop_all_streams(std::chrono::milliseconds limit) noexcept {
+  const int n = device_count_noexcept();
+  std::vector<Stream*> all;
+  for (int d = 0; d < n; ++d) {
+    DeviceStreams* ds = nullptr;
+    try {
+      ds = device_streams(d);
+    } catch (...) {
+      return;
+    }
+    for (auto& slot : ds->slots) {
+      if (Stream* s = slot.load(std::memory_order_acquire)) all.push_back(s);
+    }
+  }
+  for (Stream* s : all) s->request_stop();
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (Stream* s : all) {
+    while (s->worker_busy() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+}
+
+}  // namespace vdev::rt

@@ -1,0 +1,130 @@
+// Streams of the simulated driver: each stream is a FIFO of tasks run in order by its own worker
+// thread.
+//
+// Identity: a stream is (device, id). Per device, id 0 is the default stream, ids 1..32 the pool of
+// priority 0 and ids 33..64 the pool of priority -1 (handed out round-robin, as CUDA's pool), and
+// ids from 65 up are streams made by new_stream. Priorities follow CUDA's convention (a lower value
+// is a higher priority) and range over kHighestStreamPriority..kLowestStreamPriority; values
+// outside are clamped. Priorities are recorded and reported; the simulated device does not
+// preempt, so they do not change the order in which streams run.
+//
+// Execution: the worker starts on the first enqueue (an unused stream costs no thread) and exits
+// after kWorkerIdleExit without work (the next enqueue starts it again). A worker that runs out of
+// work spins for at most kWorkerSpin before sleeping, so back-to-back work is picked up in well under
+// a microsecond without burning a core when idle.
+//
+// Completion: query() is true when every task enqueued so far has finished (not when the queue is
+// empty). synchronize() waits for exactly the tasks enqueued before it was called.
+//
+// Errors: a task that throws never kills the worker. The first error is kept (later ones are
+// dropped) and thrown on the host, once, by the next synchronize() or enqueue() on that stream (the
+// enqueued task is then not queued), as std::runtime_error "[op] message (on vdev:D stream S)".
+// Later tasks still run. Events recorded after the failure carry it to the streams that wait on
+// them (runtime/event.h).
+//
+// Ownership and lifetime: streams are created on first use and never destroyed (leaked on purpose:
+// workers may outlive static destruction at exit, see runtime/process.h). Stream& references stay
+// valid for the life of the process. A task's captures are destroyed on the worker thread right
+// after it runs; captures that own memory (tensors, storages) therefore keep that memory alive
+// exactly as long as queued work needs it.
+//
+// Thread rules: every member and function is safe from any thread. The current stream is
+// thread-local and per device; it starts as the default stream.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "runtime/export.h"
+
+namespace vdev::rt {
+
+inline constexpr int kStreamsPerPool = 32;
+inline constexpr int kLowestStreamPriority = 0;
+inline constexpr int kHighestStreamPriority = -1;
+inline constexpr int kMaxStreamsPerDevice = 1024;
+inline constexpr std::chrono::microseconds kWorkerSpin{20};
+inline constexpr std::chrono::microseconds kHostSpin{20};
+inline constexpr std::chrono::seconds kWorkerIdleExit{5};
+
+using TaskFn = std::function<void()>;
+
+class VDEV_RT_API Stream {
+ public:
+  Stream(int device, std::int64_t id, int priority);
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  int device() const { return device_; }
+  std::int64_t id() const { return id_; }
+  int priority() const { return priority_; }
+
+  // Queues `fn`. `name` (a string literal) names the operation in error messages. Throws the
+  // stream's pending error instead of queueing, and std::runtime_error in a bad fork or at exit.
+  void enqueue(const char* name, TaskFn fn);
+  // True when every task enqueued so far has finished. Never throws.
+  bool query() const noexcept;
+  // Waits for the tasks enqueued before this call, then throws the pending error, if any.
+  void synchronize();
+  // The pending error without consuming it (events use it to carry errors).
+  std::optional<std::string> peek_error() const;
+  // Number of tasks enqueued so far (for tests and benchmarks).
+  std::uint64_t enqueued_count() const noexcept { return enqueued_.load(); }
+
+  // Process exit: wake the worker so that it stops. Returns true if the worker is idle or gone.
+  void request_stop();
+  bool worker_busy() const noexcept { return busy_.load(); }
+
+ private:
+  struct Item {
+    const char* name;
+    TaskFn fn;
+  };
+  void start_worker_locked();
+  void worker_loop();
+  void throw_pending_error_locked(std::unique_lock<std::mutex>& lock);
+
+  const int device_;
+  const std::int64_t id_;
+  const int priority_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // the worker waits for work
+  std::condition_variable done_cv_;  // host threads wait for completion
+  std::deque<Item> queue_;           // guarded by mu_
+  std::optional<std::string> error_;  // guarded by mu_
+  bool worker_running_ = false;       // guarded by mu_
+  bool worker_sleeping_ = false;      // guarded by mu_
+  std::atomic<std::uint64_t> enqueued_{0};
+  std::atomic<std::uint64_t> completed_{0};
+  std::atomic<int> host_waiters_{0};
+  std::atomic<bool> busy_{false};
+};
+
+// Stream registry. Throw std::out_of_range / std::invalid_argument for a bad device index.
+VDEV_RT_API Stream& default_stream(int device);
+VDEV_RT_API Stream& pool_stream(int device, bool high_priority);
+// A new stream of its own; std::runtime_error once a device has kMaxStreamsPerDevice streams.
+VDEV_RT_API Stream& new_stream(int device, int priority);
+// The stream with this id; std::invalid_argument if no such stream exists.
+VDEV_RT_API Stream& stream_from_id(int device, std::int64_t id);
+
+VDEV_RT_API Stream& current_stream(int device);
+// Makes `s` current for its device on the calling thread; returns the previous current stream of
+// that device. Does not change the current device.
+VDEV_RT_API Stream& exchange_current_stream(Stream& s);
+
+// Waits for every stream of `device` that has ever been used, then throws the first pending error.
+VDEV_RT_API void synchronize_device(int device);
+
+// Process exit (runtime/process.h): stops every worker, waiting up to `limit` for running tasks.
+void stop_all_streams(std::chrono::milliseconds limit) noexcept;
+
+}  // namespace vdev::rt
