@@ -8,6 +8,7 @@
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
+#include "runtime/stream.h"
 
 namespace nb = nanobind;
 
@@ -97,9 +98,17 @@ void bind_device(nb::module_& m) {
         return std::make_tuple(p.name, p.total_memory, p.major, p.minor, p.multi_processor_count);
       },
       nb::arg("device"), "(name, total_memory, major, minor, multi_processor_count)");
-  m.def("_synchronize", &rt::device_synchronize, nb::arg("device"),
+  m.def("_synchronize", &rt::synchronize_device, nb::arg("device"),
         nb::call_guard<nb::gil_scoped_release>(),
         "Waits for all work queued on every stream of the device.");
+  m.def(
+      "_stream_priority",
+      [](int device, std::int64_t id) { return rt::stream_from_id(device, id).priority(); },
+      nb::arg("device"), nb::arg("stream_id"), "Priority of a vdev stream.");
+  m.def(
+      "_stream_priority_range",
+      [] { return std::make_tuple(rt::kLowestStreamPriority, rt::kHighestStreamPriority); },
+      "(least, greatest) stream priority, as torch.cuda.Stream.priority_range().");
 }
 
 }  // namespace vdev::bindings

@@ -2,13 +2,17 @@
 // Not part of the public torch.vdev API; the test suite uses them to check the runtime layer
 // directly.
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include "backend/guard.h"
 #include "backend/hooks.h"
 #include "bindings/bindings.h"
 #include "runtime/config.h"
 #include "runtime/memory.h"
+#include "runtime/stream.h"
+#include "runtime/testing.h"
 
 namespace nb = nanobind;
 
@@ -30,6 +34,42 @@ void bind_testing(nb::module_& m) {
   t.def("hooks_device_count", &backend::testing::hooks_device_count);
   t.def("hooks_maybe_exchange_device", &backend::testing::hooks_maybe_exchange_device);
   t.def("guard_call", &backend::testing::guard_call);
+
+  // Deterministic asynchrony (runtime/testing.h). Streams are named by (device, stream_id), the
+  // fields of torch.Stream.
+  nb::class_<rt::testing::Gate>(t, "Gate")
+      .def(nb::new_([] { return std::make_shared<rt::testing::Gate>(); }))
+      .def("open", &rt::testing::Gate::open)
+      .def("is_open", &rt::testing::Gate::is_open)
+      .def("waiting", &rt::testing::Gate::waiting, "Tasks currently blocked on this gate.");
+  nb::class_<rt::testing::Log>(t, "Log")
+      .def(nb::new_([] { return std::make_shared<rt::testing::Log>(); }))
+      .def("values", &rt::testing::Log::values);
+  t.def("enqueue_gate", [](int device, std::int64_t id, std::shared_ptr<rt::testing::Gate> g) {
+    rt::testing::enqueue_gate(rt::stream_from_id(device, id), std::move(g));
+  });
+  t.def("enqueue_log",
+        [](int device, std::int64_t id, std::shared_ptr<rt::testing::Log> log, std::int64_t v) {
+          rt::testing::enqueue_log(rt::stream_from_id(device, id), std::move(log), v);
+        });
+  t.def("enqueue_failure", [](int device, std::int64_t id, const std::string& message) {
+    rt::testing::enqueue_failure(rt::stream_from_id(device, id), message);
+  });
+  t.def("enqueue_noop",
+        [](int device, std::int64_t id) { rt::stream_from_id(device, id).enqueue("noop", [] {}); });
+  t.def(
+      "enqueue_noops",
+      [](int device, std::int64_t id, std::int64_t n) {
+        rt::Stream& s = rt::stream_from_id(device, id);
+        for (std::int64_t i = 0; i < n; ++i) s.enqueue("noop", [] {});
+      },
+      nb::call_guard<nb::gil_scoped_release>(), "Enqueues n empty tasks (throughput benchmark).");
+  t.def(
+      "stream_synchronize",
+      [](int device, std::int64_t id) { rt::stream_from_id(device, id).synchronize(); },
+      nb::call_guard<nb::gil_scoped_release>());
+  t.def("stream_query",
+        [](int device, std::int64_t id) { return rt::stream_from_id(device, id).query(); });
 }
 
 }  // namespace vdev::bindings

@@ -48,24 +48,6 @@ def test_device_guard_is_used_for_tensors_on_other_devices():
     assert torch.vdev.current_device() == 0
 
 
-def test_default_stream_is_the_only_stream_and_is_always_complete():
-    s0 = torch.accelerator.current_stream()
-    s1 = torch.accelerator.current_stream(1)
-    assert (s0.device, s0.stream_id) == (torch.device("vdev", 0), 0)
-    assert (s1.device, s1.stream_id) == (torch.device("vdev", 1), 0)
-    torch.ones(4, device="vdev:1").add_(1)
-    assert s1.query()  # every operation so far completed on the calling thread
-    s1.synchronize()
-    torch.accelerator.set_stream(s1)  # the default stream may always be made current
-    with pytest.raises(IndexError, match="device index 3 out of range"):
-        torch.accelerator.current_stream(3)
-
-
-def test_events_are_reported_unsupported_not_faked():
-    with pytest.raises(RuntimeError, match="doesn't support events"):
-        torch.Event(device="vdev").record()
-
-
 def test_device_capability_lists_dtypes_without_quantized():
     dtypes = torch.accelerator.get_device_capability("vdev:1")["supported_dtypes"]
     assert torch.float32 in dtypes and torch.bfloat16 in dtypes and torch.complex64 in dtypes
@@ -94,7 +76,7 @@ def test_hooks_map_pointers_to_devices():
         rt.hooks_device_from_ptr(host.data_ptr())
 
 
-def test_pinned_memory_and_generators_are_reported_unimplemented():
+def test_generators_are_reported_unimplemented():
     with pytest.raises(NotImplementedError, match="vdev: device generators are not implemented"):
         torch.Generator(device="vdev")
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/check.h"
+#include "backend/guard.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
 
@@ -56,6 +57,8 @@ class VdevAllocator final : public c10::DeviceAllocator {
   c10::DeleterFnPtr raw_deleter() const override { return &deleter; }
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
+    const int device = vdev::rt::pointer_device(src);  // queued work may still write src
+    if (device >= 0) sync_current_stream(c10::Device(kVdev, static_cast<c10::DeviceIndex>(device)));
     vdev::rt::memcpy_device_to_device(dest, src, count);
   }
 
@@ -64,7 +67,8 @@ class VdevAllocator final : public c10::DeviceAllocator {
   // Nothing is cached, so there is nothing to return.
   void emptyCache(c10::MempoolId_t) override {}
 
-  // Blocks are freed only when their last user (always the synchronous caller) is done.
+  // Nothing to record: every queued task holds the storages it uses, so a block is released only
+  // after the last task using it (on any stream) has run.
   void recordStream(const c10::DataPtr&, c10::Stream) override {}
 
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
@@ -158,7 +162,9 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   c10::Device device = storage->device();
   if (device.type() != kVdev) device = c10::Device(kVdev, vdev::rt::get_device());
   const c10::DeviceGuard guard(device);  // the allocator allocates on the current device
-  c10::DataPtr fresh = storage->allocator()->allocate(nbytes);
+  sync_current_stream(device);           // queued work may still write the old bytes
+  c10::Allocator* alloc = storage->allocator() ? storage->allocator() : device_allocator();
+  c10::DataPtr fresh = alloc->allocate(nbytes);
   const std::size_t keep = std::min(old_nbytes, nbytes);
   if (keep > 0 && storage->data() != nullptr) {
     vdev::rt::memcpy_device_to_device(fresh.get(), storage->data(), keep);

@@ -6,8 +6,9 @@
 // Blocks are allocated on the calling thread's *current* vdev device, as CUDA's allocator does:
 // callers put a DeviceGuard on the target device first.
 //
-// Memory lifetime is trivially correct while every operation is synchronous; the stream-ordered
-// caching allocator replaces this class when work becomes asynchronous.
+// Memory lifetime is stream-ordered without bookkeeping here: queued tasks hold the storages they
+// use, so the deleter of a block runs (possibly on a stream worker) only once no queued work uses
+// it. The caching allocator with stream-ordered reuse replaces this class (issue 5).
 //
 // Thread rules: every method is safe from any thread (statistics under one mutex).
 #pragma once

@@ -1,7 +1,8 @@
 // The boxed CPU fallback: every aten operator without a vdev kernel runs on CPU copies of its vdev
 // arguments (at::native::cpu_fallback), and its results are copied back to the vdev device.
 //
-// Two rules on top of ATen's fallback:
+// Rules on top of ATen's fallback:
+//  * it first waits for the current stream of the arguments' device (it runs synchronously);
 //  * a DeviceGuard on the arguments' vdev device, so that outputs, out= resizes and temporaries are
 //    allocated on the tensor's device, not the caller's current device;
 //  * arguments on two different vdev devices are an error, as on CUDA, instead of silently working;
@@ -13,6 +14,8 @@
 #include <torch/library.h>
 
 #include <optional>
+
+#include "backend/guard.h"
 
 namespace vdev::backend {
 namespace {
@@ -58,6 +61,8 @@ std::optional<c10::Device> vdev_device_of_arguments(const c10::OperatorHandle& o
 void vdev_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::optional<c10::Device> device = vdev_device_of_arguments(op, *stack);
   const c10::OptionalDeviceGuard guard(device);
+  // The fallback computes synchronously on the calling thread: order it after queued work.
+  if (device) sync_current_stream(*device);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 

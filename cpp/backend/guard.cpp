@@ -2,8 +2,11 @@
 
 #include <c10/util/Exception.h>
 
+#include "backend/allocator.h"
 #include "backend/check.h"
 #include "runtime/device.h"
+#include "runtime/event.h"
+#include "runtime/stream.h"
 
 namespace vdev::backend {
 namespace {
@@ -20,18 +23,6 @@ c10::DeviceIndex checked_index(c10::Device d, const char* fn) {
   if (!d.has_index()) return static_cast<c10::DeviceIndex>(vdev::rt::get_device());
   VDEV_RT(vdev::rt::check_device_index(d.index(), fn));
   return d.index();
-}
-
-c10::Stream default_stream(c10::DeviceIndex index) {
-  return c10::Stream(c10::Stream::DEFAULT, c10::Device(kVdev, index));
-}
-
-// Only the default stream exists until the stream executor lands; reject any other id rather than
-// silently treating it as the default stream.
-void check_stream(const c10::Stream& s, const char* fn) {
-  checked_index(s.device(), fn);
-  TORCH_CHECK_VALUE(s.id() == 0, "[", fn, "] unknown vdev stream id ", s.id(), " on ", s.device(),
-                    ": only the default stream (id 0) exists");
 }
 
 }  // namespace
@@ -71,30 +62,112 @@ c10::DeviceCapability VdevGuardImpl::getDeviceCapability(c10::Device d) const {
   return cap;
 }
 
+vdev::rt::Stream& runtime_stream(const c10::Stream& s) {
+  const c10::DeviceIndex index = checked_index(s.device(), "stream");
+  return VDEV_RT(vdev::rt::stream_from_id(index, s.id()));
+}
+
+vdev::rt::Stream& current_runtime_stream(c10::DeviceIndex device) {
+  return VDEV_RT(vdev::rt::current_stream(device));
+}
+
+c10::Stream to_c10(const vdev::rt::Stream& s) {
+  return c10::Stream(c10::Stream::UNSAFE,
+                     c10::Device(kVdev, static_cast<c10::DeviceIndex>(s.device())),
+                     static_cast<c10::StreamId>(s.id()));
+}
+
+void sync_current_stream(c10::Device device) {
+  VDEV_RT(current_runtime_stream(checked_index(device, "synchronize")).synchronize());
+}
+
+namespace {
+
+vdev::rt::Event* as_event(void* event) { return static_cast<vdev::rt::Event*>(event); }
+
+}  // namespace
+
 c10::Stream VdevGuardImpl::getStream(c10::Device d) const {
-  return default_stream(checked_index(d, "get_stream"));
+  return to_c10(current_runtime_stream(checked_index(d, "get_stream")));
 }
 
 c10::Stream VdevGuardImpl::getDefaultStream(c10::Device d) const {
-  return default_stream(checked_index(d, "get_default_stream"));
+  return to_c10(VDEV_RT(vdev::rt::default_stream(checked_index(d, "get_default_stream"))));
+}
+
+c10::Stream VdevGuardImpl::getStreamFromGlobalPool(c10::Device d, bool isHighPriority) const {
+  const auto index = checked_index(d, "get_stream_from_pool");
+  return to_c10(VDEV_RT(vdev::rt::pool_stream(index, isHighPriority)));
+}
+
+c10::Stream VdevGuardImpl::getNewStream(c10::Device d, int priority) const {
+  const auto index = checked_index(d, "new_stream");
+  return to_c10(VDEV_RT(vdev::rt::new_stream(index, priority)));
 }
 
 c10::Stream VdevGuardImpl::exchangeStream(c10::Stream s) const {
-  check_stream(s, "exchange_stream");
-  return default_stream(s.device_index());
+  vdev::rt::Stream& rs = runtime_stream(s);
+  return to_c10(vdev::rt::exchange_current_stream(rs));
 }
 
-bool VdevGuardImpl::queryStream(const c10::Stream& s) const {
-  check_stream(s, "query_stream");
-  return true;  // all work so far ran synchronously on the caller's thread
-}
+void* VdevGuardImpl::getStreamNativeHandle(const c10::Stream s) const { return &runtime_stream(s); }
+
+bool VdevGuardImpl::queryStream(const c10::Stream& s) const { return runtime_stream(s).query(); }
 
 void VdevGuardImpl::synchronizeStream(const c10::Stream& s) const {
-  check_stream(s, "synchronize_stream");
+  vdev::rt::Stream& rs = runtime_stream(s);
+  VDEV_RT(rs.synchronize());
 }
 
 void VdevGuardImpl::synchronizeDevice(c10::DeviceIndex device_index) const {
-  VDEV_RT(vdev::rt::device_synchronize(device_index));
+  VDEV_RT(vdev::rt::synchronize_device(device_index));
+}
+
+void VdevGuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr,
+                                          const c10::Stream& s) const {
+  device_allocator()->recordStream(data_ptr, s);
+}
+
+void VdevGuardImpl::record(void** event, const c10::Stream& s, c10::DeviceIndex device_index,
+                           c10::EventFlag flag) const {
+  vdev::rt::Stream& rs = runtime_stream(s);
+  TORCH_CHECK_VALUE(device_index == -1 || device_index == s.device_index(),
+                    "[record_event] event on vdev:", device_index,
+                    " cannot be recorded on a stream of ", s.device());
+  TORCH_CHECK_VALUE(
+      flag == c10::EventFlag::PYTORCH_DEFAULT || flag == c10::EventFlag::BACKEND_DEFAULT,
+      "[record_event] unsupported event flag");
+  if (*event == nullptr) {
+    // Created lazily, on first record, with the flag PyTorch passes: BACKEND_DEFAULT enables
+    // timing (torch.Event(enable_timing=True)), PYTORCH_DEFAULT does not.
+    *event = new vdev::rt::Event(flag == c10::EventFlag::BACKEND_DEFAULT);
+  }
+  VDEV_RT(as_event(*event)->record(rs));
+}
+
+void VdevGuardImpl::block(void* event, const c10::Stream& s) const {
+  if (event == nullptr) return;
+  vdev::rt::Stream& rs = runtime_stream(s);
+  VDEV_RT(as_event(event)->block(rs));
+}
+
+bool VdevGuardImpl::queryEvent(void* event) const {
+  return event == nullptr || as_event(event)->query();
+}
+
+void VdevGuardImpl::synchronizeEvent(void* event) const {
+  if (event == nullptr) return;
+  VDEV_RT(as_event(event)->synchronize());
+}
+
+void VdevGuardImpl::destroyEvent(void* event, c10::DeviceIndex) const noexcept {
+  delete as_event(event);  // queued records hold their marks, not the event
+}
+
+double VdevGuardImpl::elapsedTime(void* event1, void* event2, c10::DeviceIndex) const {
+  TORCH_CHECK_VALUE(event1 != nullptr && event2 != nullptr,
+                    "Both events must be recorded before calculating elapsed time.");
+  return VDEV_RT(as_event(event1)->elapsed_ms(*as_event(event2)));
 }
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, VdevGuardImpl);

@@ -1,10 +1,10 @@
 // c10::impl::DeviceGuardImplInterface for the vdev device type (PrivateUse1).
 //
-// Device methods forward to the runtime registry (thread-local current device). Until the stream
-// executor exists, every vdev operation runs synchronously on the calling thread, so each device
-// has exactly one stream, its default stream (id 0): getStream/getDefaultStream return it,
-// queryStream is truly true and synchronizeStream has nothing to wait for. Methods that would need
-// more (pools, new streams, events) keep c10's "not supported" errors rather than pretending.
+// Device methods forward to the runtime registry (thread-local current device); stream and event
+// methods forward to the runtime's streams (runtime/stream.h) and events (runtime/event.h). A
+// c10::Stream's id is the runtime stream id on its device (0 = default stream). A c10 event handle
+// (void*) is a runtime Event created on first record with the flag PyTorch passes
+// (BACKEND_DEFAULT = timing enabled, as on CUDA) and deleted by destroyEvent.
 //
 // Every method that takes a Device or Stream rejects a non-vdev one with a message naming it.
 //
@@ -13,6 +13,8 @@
 #pragma once
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+
+#include "runtime/stream.h"
 
 namespace vdev::backend {
 
@@ -29,11 +31,33 @@ struct VdevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   c10::Stream getStream(c10::Device d) const override;
   c10::Stream getDefaultStream(c10::Device d) const override;
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool isHighPriority) const override;
+  c10::Stream getNewStream(c10::Device d, int priority) const override;
   c10::Stream exchangeStream(c10::Stream s) const override;
+  void* getStreamNativeHandle(const c10::Stream s) const override;
   bool queryStream(const c10::Stream& s) const override;
   void synchronizeStream(const c10::Stream& s) const override;
   void synchronizeDevice(c10::DeviceIndex device_index) const override;
+  void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& s) const override;
+
+  void record(void** event, const c10::Stream& s, c10::DeviceIndex device_index,
+              c10::EventFlag flag) const override;
+  void block(void* event, const c10::Stream& s) const override;
+  bool queryEvent(void* event) const override;
+  void synchronizeEvent(void* event) const override;
+  void destroyEvent(void* event, c10::DeviceIndex device_index) const noexcept override;
+  double elapsedTime(void* event1, void* event2, c10::DeviceIndex device_index) const override;
 };
+
+// The runtime stream behind a c10::Stream of vdev (validated: device type, index, id).
+vdev::rt::Stream& runtime_stream(const c10::Stream& s);
+// The current runtime stream of a vdev device.
+vdev::rt::Stream& current_runtime_stream(c10::DeviceIndex device);
+// A c10::Stream for a runtime stream.
+c10::Stream to_c10(const vdev::rt::Stream& s);
+// Waits for the work queued on the current stream of `device`: operators that still run
+// synchronously on the calling thread call it first, so they are ordered after queued work.
+void sync_current_stream(c10::Device device);
 
 }  // namespace vdev::backend
 

@@ -5,6 +5,7 @@
 
 #include "backend/allocator.h"
 #include "backend/check.h"
+#include "backend/host_allocator.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
 
@@ -49,11 +50,9 @@ struct VdevHooks final : public at::PrivateUse1HooksInterface {
     return at::Device(c10::DeviceType::PrivateUse1, static_cast<DeviceIndex>(device));
   }
 
-  bool isPinnedPtr(const void* data) const override { return false; }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }
 
-  at::Allocator* getPinnedMemoryAllocator() const override {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "vdev: pinned host memory is not implemented yet");
-  }
+  at::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
 
   const at::Generator& getDefaultGenerator(DeviceIndex device_index) const override {
     TORCH_CHECK_NOT_IMPLEMENTED(false,

@@ -1,26 +1,145 @@
 // Copies that involve vdev tensors: aten::_copy_from and aten::_copy_from_and_resize.
 //
-// PyTorch's copy_ hands every copy with a PrivateUse1 side to _copy_from(src, dst). Each case runs
-// a CPU copy between CPU aliases of the device bytes (backend/cpu_view.h), so dtype conversion,
-// broadcasting and arbitrary strides behave exactly as on CPU, and same-dtype contiguous copies
-// take one runtime memcpy. Copies are synchronous for now; non_blocking is accepted and ignored
-// until copies run on streams.
+// PyTorch's copy_ hands every copy with a PrivateUse1 side to _copy_from(src, dst). Every copy runs
+// on the current stream of its vdev device, with CUDA's rules for what returns early:
+//   host -> device   non_blocking: returns once queued. A pageable source is first snapshotted on
+//                    the calling thread (as CUDA stages pageable memory), a pinned one is read by
+//                    the queued task. Blocking: waits for the stream, then copies.
+//   device -> host   non_blocking into pinned memory: returns once queued. Otherwise waits for the
+//                    stream, then copies (a pageable destination is always synchronous, as on
+//                    CUDA).
+//   device -> device always queued (same device: on its current stream; across devices: on the
+//                    source device's current stream, with a two-way event barrier between the two
+//                    devices' current streams, as CUDA's copy kernel does).
+// A blocking copy waits only for the stream it uses. Same-dtype contiguous copies are one memcpy;
+// anything else (dtype conversion, broadcasting, strides) is a CPU copy_ between CPU aliases of the
+// device bytes (backend/cpu_view.h). Queued tasks hold the storages they touch, so no block is
+// freed or reused while a copy that uses it is pending.
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/alias.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
+#include <memory>
+#include <vector>
+
+#include "backend/check.h"
 #include "backend/cpu_view.h"
+#include "backend/guard.h"
+#include "backend/host_allocator.h"
 #include "backend/tensor_ops.h"
+#include "runtime/event.h"
 #include "runtime/memory.h"
 
 namespace vdev::backend {
 namespace {
 
 constexpr auto kVdev = c10::DeviceType::PrivateUse1;
+using vdev::rt::CopyKind;
 
 bool same_bytes_layout(const at::Tensor& a, const at::Tensor& b) {
   return a.dtype() == b.dtype() && a.sizes().equals(b.sizes()) && a.is_contiguous() &&
          b.is_contiguous() && !a.is_conj() && !b.is_conj() && !a.is_neg() && !b.is_neg();
+}
+
+// What a queued copy must keep alive: storages (device or pinned) and host staging tensors.
+std::shared_ptr<void> keep_alive(std::vector<c10::Storage> storages,
+                                 at::Tensor staging = at::Tensor()) {
+  struct Keep {
+    std::vector<c10::Storage> storages;
+    at::Tensor staging;
+  };
+  return std::make_shared<Keep>(Keep{std::move(storages), std::move(staging)});
+}
+
+// Queues dst.copy_(src) between CPU tensors (aliases of device bytes or host tensors) on `stream`.
+void enqueue_cpu_copy(vdev::rt::Stream& stream, at::Tensor dst_cpu, at::Tensor src_cpu,
+                      std::shared_ptr<void> keep) {
+  VDEV_RT(stream.enqueue("copy_", [dst_cpu, src_cpu, keep = std::move(keep)]() mutable {
+    // The worker decides nothing: plain CPU tensors, no autograd, whatever the caller's TLS was.
+    c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset);
+    dst_cpu.copy_(src_cpu);
+  }));
+}
+
+void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  vdev::rt::Stream& stream = current_runtime_stream(dst.device().index());
+  const bool src_pinned = is_pinned_ptr(src.data_ptr());
+  if (!non_blocking) {
+    VDEV_RT(stream.synchronize());
+    if (same_bytes_layout(src, dst)) {
+      vdev::rt::memcpy_host_to_device(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    } else {
+      cpu_alias(dst).copy_(src);
+    }
+    return;
+  }
+  if (same_bytes_layout(src, dst)) {
+    if (src_pinned) {
+      VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                     CopyKind::HostToDevice,
+                                     keep_alive({dst.storage(), src.storage()})));
+    } else {
+      at::Tensor staging = src.clone();  // pageable: snapshot now, the caller may reuse it at once
+      const void* from = staging.data_ptr();
+      VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), from, dst.nbytes(),
+                                     CopyKind::HostToDevice, keep_alive({dst.storage()}, staging)));
+    }
+    return;
+  }
+  at::Tensor src_snapshot = src_pinned ? at::alias(src) : src.clone();
+  enqueue_cpu_copy(stream, cpu_alias(dst), src_snapshot,
+                   keep_alive({dst.storage(), src_snapshot.storage()}));
+}
+
+void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  vdev::rt::Stream& stream = current_runtime_stream(src.device().index());
+  if (!non_blocking || !is_pinned_ptr(dst.data_ptr())) {
+    VDEV_RT(stream.synchronize());
+    if (same_bytes_layout(src, dst)) {
+      vdev::rt::memcpy_device_to_host(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    } else {
+      at::Tensor d = dst;
+      d.copy_(cpu_alias(src));
+    }
+    return;
+  }
+  if (same_bytes_layout(src, dst)) {
+    VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                   CopyKind::DeviceToHost,
+                                   keep_alive({src.storage(), dst.storage()})));
+    return;
+  }
+  enqueue_cpu_copy(stream, at::alias(dst), cpu_alias(src),
+                   keep_alive({src.storage(), dst.storage()}));
+}
+
+void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
+  const auto src_dev = src.device().index();
+  const auto dst_dev = dst.device().index();
+  vdev::rt::Stream& stream = current_runtime_stream(src_dev);
+  vdev::rt::Stream* dst_stream = nullptr;
+  if (src_dev != dst_dev) {
+    // Two-way barrier: the copy waits for work already queued on the destination's stream, and
+    // the destination's stream waits for the copy.
+    dst_stream = &current_runtime_stream(dst_dev);
+    vdev::rt::Event dst_ready(false);
+    VDEV_RT(dst_ready.record(*dst_stream));
+    VDEV_RT(dst_ready.block(stream));
+  }
+  auto keep = keep_alive({src.storage(), dst.storage()});
+  if (same_bytes_layout(src, dst)) {
+    VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                   CopyKind::DeviceToDevice, std::move(keep)));
+  } else {
+    enqueue_cpu_copy(stream, cpu_alias(dst), cpu_alias(src), std::move(keep));
+  }
+  if (dst_stream != nullptr) {
+    vdev::rt::Event src_done(false);
+    VDEV_RT(src_done.record(stream));
+    VDEV_RT(src_done.block(*dst_stream));
+  }
 }
 
 at::Tensor vdev_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
@@ -31,22 +150,13 @@ at::Tensor vdev_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
   TORCH_CHECK(dst_vdev || dst.device().is_cpu(), "vdev: cannot copy from ", self.device(), " to ",
               dst.device(), ": only cpu <-> vdev and vdev <-> vdev copies are supported");
   if (dst.numel() == 0) return dst;
-  const c10::DeviceGuard guard(dst_vdev ? dst.device() : self.device());
-
-  if (same_bytes_layout(self, dst)) {
-    const std::size_t n = dst.nbytes();
-    if (src_vdev && dst_vdev) {
-      vdev::rt::memcpy_device_to_device(dst.data_ptr(), self.data_ptr(), n);
-    } else if (dst_vdev) {
-      vdev::rt::memcpy_host_to_device(dst.data_ptr(), self.data_ptr(), n);
-    } else {
-      vdev::rt::memcpy_device_to_host(dst.data_ptr(), self.data_ptr(), n);
-    }
-    return dst;
+  if (src_vdev && dst_vdev) {
+    copy_device_to_device(self, dst);
+  } else if (dst_vdev) {
+    copy_host_to_device(self, dst, non_blocking);
+  } else {
+    copy_device_to_host(self, dst, non_blocking);
   }
-  at::Tensor dst_cpu = dst_vdev ? cpu_alias(dst) : dst;
-  const at::Tensor src_cpu = src_vdev ? cpu_alias(self) : self;
-  dst_cpu.copy_(src_cpu);
   return dst;
 }
 

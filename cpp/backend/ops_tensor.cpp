@@ -20,6 +20,7 @@
 
 #include "backend/allocator.h"
 #include "backend/cpu_view.h"
+#include "backend/guard.h"
 #include "backend/tensor_ops.h"
 
 namespace vdev::backend {
@@ -124,19 +125,30 @@ at::Tensor vdev_reshape_alias(const at::Tensor& self, c10::IntArrayRef size,
 }
 
 at::Scalar vdev_local_scalar_dense(const at::Tensor& self) {
-  // The one synchronous read of a device value; the stream executor will wait for pending work
-  // here.
+  sync_current_stream(self.device());  // a host read of a device value waits, as on CUDA
   return at::_local_scalar_dense(cpu_alias(self));
 }
 
+// fill_ and zero_ still run synchronously on the calling thread (asynchronous operators come with
+// the operator executor): they are ordered after the work queued on the current stream.
 at::Tensor& vdev_fill_(at::Tensor& self, const at::Scalar& value) {
+  sync_current_stream(self.device());
   cpu_alias(self).fill_(value);
   return self;
 }
 
 at::Tensor& vdev_zero_(at::Tensor& self) {
+  sync_current_stream(self.device());
   cpu_alias(self).zero_();
   return self;
+}
+
+// Nothing to record with this allocator (queued tasks hold their storages), but the call is
+// validated and forwarded so that a caching allocator can hook in.
+void vdev_record_stream(at::Tensor& self, c10::Stream s) {
+  TORCH_CHECK_VALUE(s.device_type() == kVdev, "record_stream: expected a vdev stream, got one of ",
+                    s.device());
+  device_allocator()->recordStream(self.storage().data_ptr(), s);
 }
 
 }  // namespace
@@ -171,6 +183,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", vdev_local_scalar_dense);
   m.impl("fill_.Scalar", vdev_fill_);
   m.impl("zero_", vdev_zero_);
+  m.impl("record_stream", vdev_record_stream);
 }
 
 }  // namespace vdev::backend

@@ -85,10 +85,11 @@ bool Event::query() const {
 void Event::synchronize() const {
   auto m = latest();
   if (m == nullptr) return;
-  if (!m->wait()) fail<std::runtime_error>("synchronize_event", "the vdev runtime is shutting down");
+  if (!m->wait())
+    fail<std::runtime_error>("synchronize_event", "the vdev runtime is shutting down");
   if (m->error) {
-    fail<std::runtime_error>("synchronize_event", "event recorded after a failed operation: ",
-                             *m->error);
+    fail<std::runtime_error>("synchronize_event",
+                             "event recorded after a failed operation: ", *m->error);
   }
 }
 
@@ -97,8 +98,9 @@ void Event::block(Stream& stream) const {
   if (m == nullptr) return;
   stream.enqueue("wait_event", [m] {
     if (!m->wait()) return;  // exiting
-    if (m->error) throw std::runtime_error("waited on an event recorded after a failed operation: " +
-                                           *m->error);
+    if (m->error)
+      throw std::runtime_error("waited on an event recorded after a failed operation: " +
+                               *m->error);
   });
 }
 

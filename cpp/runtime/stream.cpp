@@ -142,8 +142,8 @@ void Stream::worker_loop() {
       spin_until([&] { return completed_.load() != enqueued_.load() || stopping(); }, kWorkerSpin);
       lock.lock();
       worker_sleeping_ = true;
-      const bool woke = work_cv_.wait_for(lock, kWorkerIdleExit,
-                                          [&] { return !queue_.empty() || stopping(); });
+      const bool woke =
+          work_cv_.wait_for(lock, kWorkerIdleExit, [&] { return !queue_.empty() || stopping(); });
       worker_sleeping_ = false;
       if (stopping() || (!woke && queue_.empty())) {
         worker_running_ = false;  // decided under the lock: the next enqueue starts a new worker
@@ -185,7 +185,9 @@ void Stream::worker_loop() {
 }
 
 void Stream::request_stop() {
-  { std::lock_guard<std::mutex> lock(mu_); }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+  }
   work_cv_.notify_all();
   done_cv_.notify_all();
 }

@@ -10,8 +10,8 @@
 //
 // Execution: the worker starts on the first enqueue (an unused stream costs no thread) and exits
 // after kWorkerIdleExit without work (the next enqueue starts it again). A worker that runs out of
-// work spins for at most kWorkerSpin before sleeping, so back-to-back work is picked up in well under
-// a microsecond without burning a core when idle.
+// work spins for at most kWorkerSpin before sleeping, so back-to-back work is picked up in well
+// under a microsecond without burning a core when idle.
 //
 // Completion: query() is true when every task enqueued so far has finished (not when the queue is
 // empty). synchronize() waits for exactly the tasks enqueued before it was called.
@@ -96,9 +96,9 @@ class VDEV_RT_API Stream {
   const int priority_;
 
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;  // the worker waits for work
-  std::condition_variable done_cv_;  // host threads wait for completion
-  std::deque<Item> queue_;           // guarded by mu_
+  std::condition_variable work_cv_;   // the worker waits for work
+  std::condition_variable done_cv_;   // host threads wait for completion
+  std::deque<Item> queue_;            // guarded by mu_
   std::optional<std::string> error_;  // guarded by mu_
   bool worker_running_ = false;       // guarded by mu_
   bool worker_sleeping_ = false;      // guarded by mu_

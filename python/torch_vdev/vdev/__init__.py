@@ -15,9 +15,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch_vdev import _C
+from torch_vdev.vdev.streams import (
+    Event,
+    Stream,
+    StreamContext,
+    current_stream,
+    default_stream,
+    set_stream,
+    stream,
+)
 
 __all__ = [
+    "Event",
+    "Stream",
+    "StreamContext",
     "VdevDeviceProperties",
+    "current_stream",
+    "default_stream",
+    "set_stream",
+    "stream",
     "current_device",
     "device",
     "device_count",
@@ -145,5 +161,6 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
 
 
 def synchronize(device: Any = None) -> None:
-    """Waits for all work queued on every stream of ``device`` (default: the current device)."""
+    """Waits for all work queued on every stream of ``device`` (default: the current device), and
+    raises the first error a task on one of them reported."""
     _C._synchronize(_device_index(device, "synchronize"))
