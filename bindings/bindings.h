@@ -1,6 +1,7 @@
 // Glue between Python and the runtime/backend: argument conversion and exception mapping only.
 // nanobind maps std::invalid_argument -> ValueError, std::out_of_range -> IndexError,
-// nb::type_error -> TypeError, other std::exception (c10::Error included) -> RuntimeError.
+// nb::type_error -> TypeError, other std::exception -> RuntimeError; c10 errors from backend calls
+// map to the Python exception torch would raise (module.cpp).
 // Every binding that can block releases the GIL.
 #pragma once
 

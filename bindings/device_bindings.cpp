@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "backend/guard.h"
 #include "bindings/bindings.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
@@ -105,6 +106,8 @@ void bind_device(nb::module_& m) {
       "_stream_priority",
       [](int device, std::int64_t id) { return rt::stream_from_id(device, id).priority(); },
       nb::arg("device"), nb::arg("stream_id"), "Priority of a vdev stream.");
+  m.def("_event_elapsed_time", &backend::elapsed_time_by_ids, nb::arg("start_id"),
+        nb::arg("end_id"), "Milliseconds between two recorded, completed, timing vdev events.");
   m.def(
       "_stream_priority_range",
       [] { return std::make_tuple(rt::kLowestStreamPriority, rt::kHighestStreamPriority); },

@@ -72,7 +72,7 @@ def test_hooks_map_pointers_to_devices():
     assert rt.hooks_device_from_ptr(b.data_ptr() + 4 * 99) == 1  # interior pointer
     assert rt.pointer_device(b.data_ptr()) == 1
     host = torch.empty(100)
-    with pytest.raises(RuntimeError, match="not inside any live vdev device allocation"):
+    with pytest.raises(ValueError, match="not inside any live vdev device allocation"):
         rt.hooks_device_from_ptr(host.data_ptr())
 
 
@@ -96,14 +96,14 @@ GUARD_METHODS = [
 @pytest.mark.parametrize("device", ["cpu", "meta", "cuda:0"])
 def test_guard_rejects_other_device_types_naming_them(method, device):
     torch.vdev.set_device(1)
-    with pytest.raises(RuntimeError, match=f"expected a vdev device, got {device}"):
+    with pytest.raises(ValueError, match=f"expected a vdev device, got {device}"):
         rt.guard_call(method, device)
     assert torch.vdev.current_device() == 1
 
 
 @pytest.mark.parametrize("method", GUARD_METHODS)
 def test_guard_validates_vdev_indices(method):
-    with pytest.raises(RuntimeError, match="device index 2 out of range"):
+    with pytest.raises(IndexError, match="device index 2 out of range"):
         rt.guard_call(method, "vdev:2")
     assert torch.vdev.current_device() == 0
 

@@ -2,6 +2,10 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdint>
+#include <mutex>
+#include <unordered_set>
+
 #include "backend/allocator.h"
 #include "backend/check.h"
 #include "runtime/device.h"
@@ -85,7 +89,29 @@ namespace {
 
 vdev::rt::Event* as_event(void* event) { return static_cast<vdev::rt::Event*>(event); }
 
+// Events created by this guard and not yet destroyed: lets elapsed_time_by_ids validate the raw
+// ids that Python passes (torch.Event.event_id) instead of trusting them.
+struct LiveEvents {
+  std::mutex mu;
+  std::unordered_set<void*> ids;
+};
+LiveEvents& live_events() {
+  static LiveEvents* l = new LiveEvents;  // leaked: events may be destroyed during teardown
+  return *l;
+}
+
 }  // namespace
+
+double elapsed_time_by_ids(std::uintptr_t start, std::uintptr_t end) {
+  auto* a = reinterpret_cast<void*>(start);
+  auto* b = reinterpret_cast<void*>(end);
+  TORCH_CHECK_VALUE(a != nullptr && b != nullptr,
+                    "Both events must be recorded before calculating elapsed time.");
+  std::lock_guard<std::mutex> lock(live_events().mu);  // held: neither can be destroyed meanwhile
+  TORCH_CHECK_VALUE(live_events().ids.count(a) && live_events().ids.count(b),
+                    "[elapsed_time] not a live vdev event");
+  return VDEV_RT(as_event(a)->elapsed_ms(*as_event(b)));
+}
 
 c10::Stream VdevGuardImpl::getStream(c10::Device d) const {
   return to_c10(current_runtime_stream(checked_index(d, "get_stream")));
@@ -100,9 +126,12 @@ c10::Stream VdevGuardImpl::getStreamFromGlobalPool(c10::Device d, bool isHighPri
   return to_c10(VDEV_RT(vdev::rt::pool_stream(index, isHighPriority)));
 }
 
+// As CUDA's guard does, "new" streams (torch.Stream(...), torch.vdev.Stream(...)) come from the
+// device's pool of the requested priority, round-robin: creating streams in a loop never runs out
+// and never starts more than the pool's worker threads.
 c10::Stream VdevGuardImpl::getNewStream(c10::Device d, int priority) const {
   const auto index = checked_index(d, "new_stream");
-  return to_c10(VDEV_RT(vdev::rt::new_stream(index, priority)));
+  return to_c10(VDEV_RT(vdev::rt::pool_stream(index, /*high_priority=*/priority < 0)));
 }
 
 c10::Stream VdevGuardImpl::exchangeStream(c10::Stream s) const {
@@ -132,7 +161,7 @@ void VdevGuardImpl::record(void** event, const c10::Stream& s, c10::DeviceIndex 
                            c10::EventFlag flag) const {
   vdev::rt::Stream& rs = runtime_stream(s);
   TORCH_CHECK_VALUE(device_index == -1 || device_index == s.device_index(),
-                    "[record_event] event on vdev:", device_index,
+                    "[record_event] event on vdev:", static_cast<int>(device_index),
                     " cannot be recorded on a stream of ", s.device());
   TORCH_CHECK_VALUE(
       flag == c10::EventFlag::PYTORCH_DEFAULT || flag == c10::EventFlag::BACKEND_DEFAULT,
@@ -141,6 +170,8 @@ void VdevGuardImpl::record(void** event, const c10::Stream& s, c10::DeviceIndex 
     // Created lazily, on first record, with the flag PyTorch passes: BACKEND_DEFAULT enables
     // timing (torch.Event(enable_timing=True)), PYTORCH_DEFAULT does not.
     *event = new vdev::rt::Event(flag == c10::EventFlag::BACKEND_DEFAULT);
+    std::lock_guard<std::mutex> lock(live_events().mu);
+    live_events().ids.insert(*event);
   }
   VDEV_RT(as_event(*event)->record(rs));
 }
@@ -161,6 +192,9 @@ void VdevGuardImpl::synchronizeEvent(void* event) const {
 }
 
 void VdevGuardImpl::destroyEvent(void* event, c10::DeviceIndex) const noexcept {
+  if (event == nullptr) return;
+  std::lock_guard<std::mutex> lock(live_events().mu);
+  live_events().ids.erase(event);
   delete as_event(event);  // queued records hold their marks, not the event
 }
 

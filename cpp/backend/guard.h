@@ -14,6 +14,9 @@
 
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
+#include <cstdint>
+
+#include "backend/export.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
@@ -58,6 +61,11 @@ c10::Stream to_c10(const vdev::rt::Stream& s);
 // Waits for the work queued on the current stream of `device`: operators that still run
 // synchronously on the calling thread call it first, so they are ordered after queued work.
 void sync_current_stream(c10::Device device);
+
+// Elapsed milliseconds between two events given by their raw ids (torch.Event.event_id), which
+// must be live vdev events. torch.Event.elapsed_time accepts only exact torch.Event arguments;
+// torch.vdev.Event.elapsed_time uses this instead.
+VDEV_BACKEND_API double elapsed_time_by_ids(std::uintptr_t start, std::uintptr_t end);
 
 }  // namespace vdev::backend
 

@@ -22,8 +22,9 @@ def _index(device: Any) -> int:
 
 
 class Stream(torch.Stream):
-    """A vdev stream. ``Stream(device=None, priority=0)`` makes a new stream on ``device``
-    (default: the current device). Priorities range over ``Stream.priority_range()``
+    """A vdev stream. ``Stream(device=None, priority=0)`` takes a stream of that priority from
+    ``device``'s pool (default: the current device), round-robin over 32 streams per priority,
+    exactly as ``torch.cuda.Stream`` does. Priorities range over ``Stream.priority_range()``
     (``(0, -1)``: a lower value is a higher priority; values outside are clamped)."""
 
     def __new__(cls, device: Any = None, priority: int = 0, **kwargs: Any) -> Stream:
@@ -38,6 +39,14 @@ class Stream(torch.Stream):
     @staticmethod
     def priority_range() -> tuple[int, int]:
         return _C._stream_priority_range()
+
+    def record_event(self, event: torch.Event | None = None) -> torch.Event:
+        """Records ``event`` (a new ``torch.vdev.Event`` if None) on this stream; returns it.
+        (torch.Stream.record_event accepts only exact torch.Event objects.)"""
+        if event is None:
+            event = Event()
+        event.record(self)
+        return event
 
     def __repr__(self) -> str:
         return f"<torch.vdev.Stream device=vdev:{self.device_index} stream_id={self.stream_id}>"
@@ -58,6 +67,13 @@ class Event(torch.Event):
             enable_timing=enable_timing,
             blocking=blocking,
         )
+
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds from this event to ``end_event`` (a torch.Event or torch.vdev.Event); both
+        recorded, completed and created with ``enable_timing=True``."""
+        if not self.query() or not end_event.query():
+            raise RuntimeError("Both events must be completed before calculating elapsed time.")
+        return _C._event_elapsed_time(self.event_id, end_event.event_id)
 
 
 def _wrap(stream: torch.Stream) -> Stream:

@@ -1,0 +1,37 @@
+"""Deterministic helpers for asynchronous tests: gates hold a stream's worker until opened."""
+
+import contextlib
+import time
+
+import torch
+
+from torch_vdev._C import _testing as rt
+
+
+def sid(stream: torch.Stream) -> tuple[int, int]:
+    return stream.device_index, stream.stream_id
+
+
+@contextlib.contextmanager
+def gated(stream: torch.Stream):
+    """Blocks `stream` until the block exits; yields the gate. Opens it even if the body fails,
+    so a failing test never leaves a worker blocked."""
+    gate = rt.Gate()
+    rt.enqueue_gate(*sid(stream), gate)
+    try:
+        yield gate
+    finally:
+        gate.open()
+
+
+def log_on(stream: torch.Stream, log, value: int) -> None:
+    rt.enqueue_log(*sid(stream), log, value)
+
+
+def wait_until_blocked(gate, waiters: int = 1) -> None:
+    """Waits until `waiters` tasks are blocked on `gate` (the worker has reached it). Bounded so a
+    broken runtime fails the test instead of hanging it; the bound is not a timing assertion."""
+    deadline = time.monotonic() + 60
+    while gate.waiting() < waiters:
+        assert time.monotonic() < deadline, "no stream worker reached the gate"
+        time.sleep(0.0005)
