@@ -3,10 +3,10 @@ executed, then checked against the happens-before order they define (vector cloc
 
 import pytest
 import torch
+from asyncutil import gated, log_on
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncutil import gated, log_on
 from torch_vdev._C import _testing as rt
 
 STREAMS = [(0, 0), (0, 1), (1, 0), (1, 1)]  # (device, k): two streams per device
@@ -50,7 +50,9 @@ def test_execution_respects_happens_before(program):
                 e = step[2]
                 streams[s].wait_event(events[e])
                 if event_vc[e] is not None:
-                    stream_vc[s] = [max(a, b) for a, b in zip(stream_vc[s], event_vc[e], strict=True)]
+                    stream_vc[s] = [
+                        max(a, b) for a, b in zip(stream_vc[s], event_vc[e], strict=True)
+                    ]
     for dev in (0, 1):
         torch.vdev.synchronize(dev)
     order = log.values()

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 import torch
-
 from asyncutil import gated, log_on, sid, wait_until_blocked
+
 from torch_vdev._C import _testing as rt
 
 
@@ -176,8 +176,6 @@ def test_device_synchronize_covers_every_stream_of_that_device_only():
         opener.join()
         assert sorted(log.values()) == [0, 1, 2, 3]
         assert all(s.query() for s in streams)
-
-
 
 
 def test_blocking_copy_waits_only_for_its_own_stream():

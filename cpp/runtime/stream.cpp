@@ -114,9 +114,13 @@ void Stream::synchronize() {
   auto done = [&] { return completed_.load() >= target || stopping(); };
   if (!spin_until(done, kHostSpin)) {
     std::unique_lock<std::mutex> lock(mu_);
-    host_waiters_.fetch_add(1);
-    done_cv_.wait(lock, done);
-    host_waiters_.fetch_sub(1);
+    while (!done()) {
+      // Publish the lowest count any waiter needs; the worker notifies once it gets there. A
+      // waiter woken for a lower target re-publishes its own.
+      if (target < wake_at_.load()) wake_at_.store(target);
+      if (done()) break;
+      done_cv_.wait_for(lock, std::chrono::milliseconds(100));  // also polls `stopping`
+    }
   }
   std::unique_lock<std::mutex> lock(mu_);
   throw_pending_error_locked(lock);
@@ -134,6 +138,7 @@ void Stream::start_worker_locked() {
 }
 
 void Stream::worker_loop() {
+  std::deque<Item> batch;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (queue_.empty()) {
@@ -155,32 +160,41 @@ void Stream::worker_loop() {
       worker_running_ = false;  // queued work is abandoned at exit
       return;
     }
-    Item item = std::move(queue_.front());
-    queue_.pop_front();
+    // Take everything queued in one go: one lock round trip per batch, not per task.
+    batch.swap(queue_);
     busy_.store(true);
     lock.unlock();
-    try {
-      item.fn();
-    } catch (const std::exception& e) {
-      std::lock_guard<std::mutex> elock(mu_);
-      if (!error_) {
-        error_ = detail::cat("[", item.name, "] ", e.what(), " (on vdev:", device_, " stream ", id_,
-                             ")");
+    for (Item& item : batch) {
+      if (stopping()) break;  // queued work is abandoned at exit
+      run(item);
+      item.fn = nullptr;  // destroy the captures (may free device memory) before signalling
+      const std::uint64_t done = completed_.fetch_add(1) + 1;
+      // seq_cst on completed_ and wake_at_ pairs with synchronize(): either the waiter sees the
+      // new count or this thread sees the waiter's target.
+      if (done >= wake_at_.load()) {
+        std::lock_guard<std::mutex> wlock(mu_);
+        wake_at_.store(kNoWaiter);
+        done_cv_.notify_all();
       }
-    } catch (...) {
-      std::lock_guard<std::mutex> elock(mu_);
-      if (!error_) error_ = detail::cat("[", item.name, "] unknown error");
     }
-    item.fn = nullptr;  // destroy the captures (may free device memory) before signalling
-    completed_.fetch_add(1);
+    batch.clear();
     busy_.store(false);
-    // seq_cst on completed_ and host_waiters_ pairs with synchronize(): either the waiter sees the
-    // new count or this thread sees the waiter.
-    if (host_waiters_.load() > 0) {
-      std::lock_guard<std::mutex> wlock(mu_);
-      done_cv_.notify_all();
-    }
     lock.lock();
+  }
+}
+
+void Stream::run(Item& item) noexcept {
+  try {
+    item.fn();
+  } catch (const std::exception& e) {
+    std::lock_guard<std::mutex> elock(mu_);
+    if (!error_) {
+      error_ =
+          detail::cat("[", item.name, "] ", e.what(), " (on vdev:", device_, " stream ", id_, ")");
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> elock(mu_);
+    if (!error_) error_ = detail::cat("[", item.name, "] unknown error");
   }
 }
 

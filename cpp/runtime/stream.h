@@ -89,6 +89,7 @@ class VDEV_RT_API Stream {
   };
   void start_worker_locked();
   void worker_loop();
+  void run(Item& item) noexcept;  // runs one task, keeping its error
   void throw_pending_error_locked(std::unique_lock<std::mutex>& lock);
 
   const int device_;
@@ -104,7 +105,9 @@ class VDEV_RT_API Stream {
   bool worker_sleeping_ = false;      // guarded by mu_
   std::atomic<std::uint64_t> enqueued_{0};
   std::atomic<std::uint64_t> completed_{0};
-  std::atomic<int> host_waiters_{0};
+  static constexpr std::uint64_t kNoWaiter = ~std::uint64_t{0};
+  // Lowest completion count a sleeping host waiter needs (kNoWaiter: none).
+  std::atomic<std::uint64_t> wake_at_{kNoWaiter};
   std::atomic<bool> busy_{false};
 };
 
