@@ -1,6 +1,7 @@
 """Streams and events: real asynchrony, checked with gates (never with timing)."""
 
 import threading
+import time
 
 import pytest
 import torch
@@ -266,3 +267,43 @@ def test_many_host_threads_enqueue_without_loss_or_reordering():
         mine = [v % 1_000_000 for v in values if v // 1_000_000 == t]
         assert mine == list(range(2000))
         assert logs[t].values() == list(range(2000))
+
+
+def test_native_handle_identifies_the_runtime_stream():
+    a, b = torch.vdev.Stream(), torch.vdev.Stream()
+    assert a.native_handle != 0 and a.native_handle != b.native_handle
+    again = torch.Stream(stream_id=a.stream_id, device_index=0, device_type=a.device_type)
+    assert again.native_handle == a.native_handle
+
+
+def test_synchronous_operators_wait_for_work_queued_on_their_stream():
+    s = torch.vdev.current_stream()
+    x = torch.zeros(1000, device="vdev")
+    src = torch.arange(1000.0).pin_memory()
+    with gated(s) as gate:
+        x.copy_(src, non_blocking=True)  # queued behind the gate
+        wait_until_blocked(gate)
+        opener = threading.Thread(target=lambda: (time.sleep(0.05), gate.open()))
+        opener.start()
+        # A fallback operator, fill_, item(): each must see the copy, so each must wait for it.
+        total = (x + 1).sum().item()
+        opener.join()
+    assert total == sum(range(1, 1001))
+
+
+def test_a_freed_block_is_not_reused_while_queued_work_uses_it():
+    s = torch.vdev.current_stream()
+    src = torch.ones(1 << 18).pin_memory()
+    before = torch.accelerator.memory_allocated(0)
+    with gated(s):
+        x = torch.empty(1 << 18, device="vdev")
+        x_ptr = x.data_ptr()
+        x.copy_(src, non_blocking=True)
+        del x  # the host frees it; the queued copy still writes it
+        assert torch.accelerator.memory_allocated(0) - before >= 4 << 18
+        y = torch.empty(1 << 18, device="vdev")
+        assert y.data_ptr() != x_ptr
+        assert not s.query()
+    s.synchronize()
+    del y
+    assert torch.accelerator.memory_allocated(0) == before

@@ -131,7 +131,7 @@ int main() {
       "\"tasks_per_s_median\": %.0f, \"tasks_per_s_max\": %.0f}, "
       "\"idle_cpu\": {\"streams\": %zu, \"wall_ms\": %.1f, \"cpu_ms\": %.3f}}\n",
       naive.min, naive.median, vdev.min, vdev.median, vdev.min / naive.min,
-      vdev.median / naive.median, rates.front(), rates[rates.size() / 2], rates.back(),
-      pool.size(), wall_ms, idle_cpu_ms);
+      vdev.median / naive.median, rates.front(), rates[rates.size() / 2], rates.back(), pool.size(),
+      wall_ms, idle_cpu_ms);
   return 0;
 }
