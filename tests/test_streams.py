@@ -307,3 +307,18 @@ def test_a_freed_block_is_not_reused_while_queued_work_uses_it():
     s.synchronize()
     del y
     assert torch.accelerator.memory_allocated(0) == before
+
+
+def test_resizing_waits_for_queued_work_on_every_stream_of_the_device():
+    other = torch.vdev.Stream()
+    x = torch.zeros(1000, device="vdev")
+    src = torch.arange(1000.0).pin_memory()
+    with gated(other) as gate:
+        with torch.vdev.stream(other):
+            x.copy_(src, non_blocking=True)  # queued on `other`, holding x's storage
+        wait_until_blocked(gate)
+        opener = threading.Thread(target=lambda: (time.sleep(0.05), gate.open()))
+        opener.start()
+        x.resize_(5000)  # replaces the block: must wait for `other`, or the copy is lost
+        opener.join()
+    assert x[:1000].cpu().tolist() == list(range(1000))

@@ -11,6 +11,7 @@
 #include "backend/guard.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
+#include "runtime/stream.h"
 
 namespace vdev::backend {
 namespace {
@@ -162,7 +163,10 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   c10::Device device = storage->device();
   if (device.type() != kVdev) device = c10::Device(kVdev, vdev::rt::get_device());
   const c10::DeviceGuard guard(device);  // the allocator allocates on the current device
-  sync_current_stream(device);           // queued work may still write the old bytes
+  // Queued tasks keep the StorageImpl alive, not its DataPtr, which is replaced (and the old block
+  // freed) below: wait for every stream of the device, not just the current one. Resizing is
+  // rare and synchronous anyway.
+  VDEV_RT(vdev::rt::synchronize_device(device.index()));
   c10::Allocator* alloc = storage->allocator() ? storage->allocator() : device_allocator();
   c10::DataPtr fresh = alloc->allocate(nbytes);
   const std::size_t keep = std::min(old_nbytes, nbytes);
