@@ -9,6 +9,7 @@
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
+#include "runtime/process.h"
 #include "runtime/stream.h"
 
 namespace nb = nanobind;
@@ -77,6 +78,8 @@ void set_device(nb::handle device) {
 
 void bind_device(nb::module_& m) {
   m.def("_noop", [] {}, "Does nothing: the baseline for binding-call benchmarks.");
+  m.def("_in_bad_fork", &rt::in_bad_fork,
+        "True in a child forked after the vdev runtime was initialised.");
   m.def("_get_device_count", &rt::device_count,
         "Number of vdev devices; raises RuntimeError if VDEV_DEVICE_COUNT is malformed.");
   m.def("_is_available", [] { return rt::device_count_noexcept() > 0; });

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -23,12 +24,13 @@ using c10::CachingDeviceAllocator::DeviceStats;
 constexpr auto kVdev = c10::DeviceType::PrivateUse1;
 constexpr std::size_t kSmallSize = 1 << 20;  // CUDA's small-pool limit, for per-pool stats
 
-// What the deleter needs to undo one allocation.
+// One allocation. Freed when the last reference goes: the DataPtr's, or a queued task's.
 struct Block {
   void* ptr;
   std::size_t size;       // bytes the runtime reserved (rounded)
   std::size_t requested;  // bytes asked for
   c10::DeviceIndex device;
+  std::atomic<int> refs{1};
 };
 
 std::size_t rounded(std::size_t n) {
@@ -50,7 +52,7 @@ class VdevAllocator final : public c10::DeviceAllocator {
       ++stats_for(device).num_ooms;
       throw;
     }
-    auto* block = new Block{p, rounded(nbytes), nbytes, device};
+    auto* block = new Block{p, rounded(nbytes), nbytes, device, {1}};
     record(*block, /*alloc=*/true);
     return c10::DataPtr(p, block, &deleter, dev);
   }
@@ -97,15 +99,23 @@ class VdevAllocator final : public c10::DeviceAllocator {
     return VDEV_RT(vdev::rt::mem_get_info(device));
   }
 
- private:
-  static void deleter(void* ctx) {
-    auto* block = static_cast<Block*>(ctx);
-    if (block == nullptr) return;
+  static void release(Block* block) {
+    if (block == nullptr || block->refs.fetch_sub(1) != 1) return;
     vdev::rt::device_free(block->ptr);
     static_cast<VdevAllocator*>(device_allocator())->record(*block, /*alloc=*/false);
     delete block;
   }
 
+  static void deleter(void* ctx) { release(static_cast<Block*>(ctx)); }
+
+  static std::shared_ptr<void> retain(const c10::DataPtr& data_ptr) {
+    if (data_ptr.get_deleter() != &deleter || data_ptr.get_context() == nullptr) return nullptr;
+    auto* block = static_cast<Block*>(data_ptr.get_context());
+    block->refs.fetch_add(1);
+    return std::shared_ptr<void>(block, [](void* b) { release(static_cast<Block*>(b)); });
+  }
+
+ private:
   DeviceStats& stats_for(c10::DeviceIndex device) {
     if (stats_.size() <= static_cast<std::size_t>(device)) stats_.resize(device + 1);
     return stats_[static_cast<std::size_t>(device)];
@@ -149,6 +159,10 @@ class VdevAllocator final : public c10::DeviceAllocator {
 };
 
 }  // namespace
+
+std::shared_ptr<void> retain_device_memory(const c10::DataPtr& data_ptr) {
+  return VdevAllocator::retain(data_ptr);
+}
 
 c10::DeviceAllocator* device_allocator() {
   // Leaked on purpose: tensors may be freed during interpreter teardown, after static destructors.

@@ -5,14 +5,30 @@
 #include "runtime/memory.h"
 
 namespace vdev::backend {
+namespace {
+
+// A non-owning CPU tensor over `data` with t's sizes, strides and lazy conj/neg bits.
+at::Tensor host_view_of(void* data, const at::Tensor& t) {
+  at::Tensor alias = at::from_blob(data, t.sizes(), t.strides(), t.options().device(c10::kCPU));
+  // Lazy conjugation and negation are metadata: the alias must read the same values.
+  if (t.is_conj()) alias._set_conj(true);
+  if (t.is_neg()) alias._set_neg(true);
+  return alias;
+}
+
+}  // namespace
 
 at::Tensor cpu_alias(const at::Tensor& t) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
               "cpu_alias expects a vdev tensor, got one on ", t.device());
   // data_ptr() is pointer arithmetic on the device address (storage base + offset): it does not
   // touch device memory. kernel_address() translates the interior address as a whole.
-  void* data = vdev::rt::kernel_address(t.data_ptr());
-  return at::from_blob(data, t.sizes(), t.strides(), t.options().device(c10::kCPU));
+  return host_view_of(vdev::rt::kernel_address(t.data_ptr()), t);
+}
+
+at::Tensor host_view(const at::Tensor& t) {
+  TORCH_CHECK(t.device().is_cpu(), "host_view expects a CPU tensor, got one on ", t.device());
+  return host_view_of(t.data_ptr(), t);
 }
 
 }  // namespace vdev::backend

@@ -14,4 +14,8 @@ namespace vdev::backend {
 
 at::Tensor cpu_alias(const at::Tensor& vdev_tensor);
 
+// A non-owning CPU view of a host tensor's bytes (same sizes, strides, conj/neg bits) that shares
+// no Storage with it, for queued tasks (they retain the memory separately, backend/memory_ref.h).
+at::Tensor host_view(const at::Tensor& host_tensor);
+
 }  // namespace vdev::backend

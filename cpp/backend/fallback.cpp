@@ -1,7 +1,9 @@
-// The boxed CPU fallback: every aten operator without a vdev kernel runs on CPU copies of its vdev
-// arguments (at::native::cpu_fallback), and its results are copied back to the vdev device.
+// The boxed kernel for every aten operator without a dedicated vdev kernel.
 //
-// Rules on top of ATen's fallback:
+// First choice: the asynchronous executor (backend/async_op.h) queues the operator on the current
+// stream of its device. When it declines (data-dependent shapes, random numbers, non-tensor
+// results, ...), the synchronous path runs it on CPU copies of its vdev arguments
+// (at::native::cpu_fallback) and copies the results back, with these rules on top:
 //  * it first waits for the current stream of the arguments' device (it runs synchronously);
 //  * a DeviceGuard on the arguments' vdev device, so that outputs, out= resizes and temporaries are
 //    allocated on the tensor's device, not the caller's current device;
@@ -15,6 +17,7 @@
 
 #include <optional>
 
+#include "backend/async_op.h"
 #include "backend/guard.h"
 
 namespace vdev::backend {
@@ -58,10 +61,11 @@ std::optional<c10::Device> vdev_device_of_arguments(const c10::OperatorHandle& o
   return found;
 }
 
-void vdev_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::optional<c10::Device> device = vdev_device_of_arguments(op, *stack);
   const c10::OptionalDeviceGuard guard(device);
-  // The fallback computes synchronously on the calling thread: order it after queued work.
+  if (device && device->has_index() && try_enqueue_operator(op, stack, *device)) return;
+  // Synchronous path: computes on the calling thread, so first wait for queued work.
   if (device) sync_current_stream(*device);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
@@ -69,7 +73,7 @@ void vdev_cpu_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
-  m.fallback(torch::CppFunction::makeFromBoxedFunction<&vdev_cpu_fallback>());
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
 }
 
 }  // namespace vdev::backend

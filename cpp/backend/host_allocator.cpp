@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -23,14 +24,23 @@ PinnedTable& table() {
   return *t;
 }
 
-void pinned_free(void* ptr) {
-  if (ptr == nullptr) return;
+// One pinned allocation, freed when the last reference goes (the DataPtr's or a queued task's).
+struct PinnedBlock {
+  void* ptr;
+  std::atomic<int> refs{1};
+};
+
+void pinned_release(PinnedBlock* block) {
+  if (block == nullptr || block->refs.fetch_sub(1) != 1) return;
   {
     std::lock_guard<std::mutex> lock(table().mu);
-    table().live.erase(reinterpret_cast<std::uintptr_t>(ptr));
+    table().live.erase(reinterpret_cast<std::uintptr_t>(block->ptr));
   }
-  std::free(ptr);
+  std::free(block->ptr);
+  delete block;
 }
+
+void pinned_free(void* ctx) { pinned_release(static_cast<PinnedBlock*>(ctx)); }
 
 class PinnedHostAllocator final : public c10::Allocator {
  public:
@@ -44,7 +54,7 @@ class PinnedHostAllocator final : public c10::Allocator {
       std::lock_guard<std::mutex> lock(table().mu);
       table().live.emplace(reinterpret_cast<std::uintptr_t>(p), size);
     }
-    return c10::DataPtr(p, p, &pinned_free, c10::Device(c10::kCPU));
+    return c10::DataPtr(p, new PinnedBlock{p, {1}}, &pinned_free, c10::Device(c10::kCPU));
   }
   c10::DeleterFnPtr raw_deleter() const override { return &pinned_free; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
@@ -57,6 +67,14 @@ class PinnedHostAllocator final : public c10::Allocator {
 c10::Allocator* pinned_host_allocator() {
   static PinnedHostAllocator* instance = new PinnedHostAllocator;
   return instance;
+}
+
+std::shared_ptr<void> retain_pinned_memory(const c10::DataPtr& data_ptr) {
+  if (data_ptr.get_deleter() != &pinned_free || data_ptr.get_context() == nullptr) return nullptr;
+  auto* block = static_cast<PinnedBlock*>(data_ptr.get_context());
+  block->refs.fetch_add(1);
+  return std::shared_ptr<void>(block,
+                               [](void* b) { pinned_release(static_cast<PinnedBlock*>(b)); });
 }
 
 bool is_pinned_ptr(const void* ptr) {

@@ -13,10 +13,9 @@
 //                    devices' current streams, as CUDA's copy kernel does).
 // A blocking copy waits only for the stream it uses. Same-dtype contiguous copies are one memcpy;
 // anything else (dtype conversion, broadcasting, strides) is a CPU copy_ between CPU aliases of the
-// device bytes (backend/cpu_view.h). Queued tasks hold the storages they touch, so no block is
-// freed or reused while a copy that uses it is pending.
+// device bytes (backend/cpu_view.h). Queued tasks retain the blocks they touch (never Storages,
+// backend/memory_ref.h), so no block is freed or reused while a copy that uses it is pending.
 #include <ATen/core/Tensor.h>
-#include <ATen/ops/alias.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
@@ -28,6 +27,7 @@
 #include "backend/cpu_view.h"
 #include "backend/guard.h"
 #include "backend/host_allocator.h"
+#include "backend/memory_ref.h"
 #include "backend/tensor_ops.h"
 #include "runtime/event.h"
 #include "runtime/memory.h"
@@ -43,14 +43,18 @@ bool same_bytes_layout(const at::Tensor& a, const at::Tensor& b) {
          b.is_contiguous() && !a.is_conj() && !b.is_conj() && !a.is_neg() && !b.is_neg();
 }
 
-// What a queued copy must keep alive: storages (device or pinned) and host staging tensors.
-std::shared_ptr<void> keep_alive(std::vector<c10::Storage> storages,
+// What a queued copy must keep alive: the blocks of vdev/pinned tensors it uses (never their
+// Storages, see backend/memory_ref.h) and host staging tensors it owns.
+std::shared_ptr<void> keep_alive(std::initializer_list<at::Tensor> tensors,
                                  at::Tensor staging = at::Tensor()) {
   struct Keep {
-    std::vector<c10::Storage> storages;
+    MemoryRefs refs;
     at::Tensor staging;
   };
-  return std::make_shared<Keep>(Keep{std::move(storages), std::move(staging)});
+  auto keep = std::make_shared<Keep>();
+  for (const at::Tensor& t : tensors) keep->refs.push_back(retain_memory(t));
+  keep->staging = std::move(staging);
+  return keep;
 }
 
 // Queues dst.copy_(src) between CPU tensors (aliases of device bytes or host tensors) on `stream`.
@@ -78,19 +82,21 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
   if (same_bytes_layout(src, dst)) {
     if (src_pinned) {
       VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                     CopyKind::HostToDevice,
-                                     keep_alive({dst.storage(), src.storage()})));
+                                     CopyKind::HostToDevice, keep_alive({dst, src})));
     } else {
       at::Tensor staging = src.clone();  // pageable: snapshot now, the caller may reuse it at once
       const void* from = staging.data_ptr();
       VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), from, dst.nbytes(),
-                                     CopyKind::HostToDevice, keep_alive({dst.storage()}, staging)));
+                                     CopyKind::HostToDevice, keep_alive({dst}, staging)));
     }
     return;
   }
-  at::Tensor src_snapshot = src_pinned ? at::alias(src) : src.clone();
-  enqueue_cpu_copy(stream, cpu_alias(dst), src_snapshot,
-                   keep_alive({dst.storage(), src_snapshot.storage()}));
+  if (src_pinned) {
+    enqueue_cpu_copy(stream, cpu_alias(dst), host_view(src), keep_alive({dst, src}));
+  } else {
+    at::Tensor snapshot = src.clone();  // pageable: the caller may reuse it at once
+    enqueue_cpu_copy(stream, cpu_alias(dst), snapshot, keep_alive({dst}, snapshot));
+  }
 }
 
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
@@ -107,12 +113,10 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
   }
   if (same_bytes_layout(src, dst)) {
     VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                   CopyKind::DeviceToHost,
-                                   keep_alive({src.storage(), dst.storage()})));
+                                   CopyKind::DeviceToHost, keep_alive({src, dst})));
     return;
   }
-  enqueue_cpu_copy(stream, at::alias(dst), cpu_alias(src),
-                   keep_alive({src.storage(), dst.storage()}));
+  enqueue_cpu_copy(stream, host_view(dst), cpu_alias(src), keep_alive({src, dst}));
 }
 
 void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
@@ -128,7 +132,7 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     VDEV_RT(dst_ready.record(*dst_stream));
     VDEV_RT(dst_ready.block(stream));
   }
-  auto keep = keep_alive({src.storage(), dst.storage()});
+  auto keep = keep_alive({src, dst});
   if (same_bytes_layout(src, dst)) {
     VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                                    CopyKind::DeviceToDevice, std::move(keep)));
@@ -176,6 +180,19 @@ at::Tensor vdev_copy_from_and_resize(const at::Tensor& self, const at::Tensor& d
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", vdev_copy_from);
   m.impl("_copy_from_and_resize", vdev_copy_from_and_resize);
+}
+
+// Lazily conjugated / negated sources must reach the kernels above with their bits: the generic
+// Conjugate/Negative fallback would materialise them with clone(), which copies through
+// _copy_from again and recurses forever. The kernels handle both bits (the CPU copy_ between
+// aliases resolves them; the memcpy path is taken only without them).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace vdev::backend

@@ -16,11 +16,14 @@
 #include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/library.h>
 
 #include "backend/allocator.h"
+#include "backend/check.h"
 #include "backend/cpu_view.h"
 #include "backend/guard.h"
+#include "backend/memory_ref.h"
 #include "backend/tensor_ops.h"
 
 namespace vdev::backend {
@@ -129,17 +132,27 @@ at::Scalar vdev_local_scalar_dense(const at::Tensor& self) {
   return at::_local_scalar_dense(cpu_alias(self));
 }
 
-// fill_ and zero_ still run synchronously on the calling thread (asynchronous operators come with
-// the operator executor): they are ordered after the work queued on the current stream.
+// fill_ and zero_ are tasks on the current stream, writing through a CPU alias of the device bytes
+// (every factory ends in one of them: torch.zeros, torch.full, ...).
 at::Tensor& vdev_fill_(at::Tensor& self, const at::Scalar& value) {
-  sync_current_stream(self.device());
-  cpu_alias(self).fill_(value);
+  if (self.numel() == 0) return self;
+  vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
+  VDEV_RT(stream.enqueue("aten::fill_",
+                         [alias = cpu_alias(self), keep = retain_memory(self), value]() mutable {
+                           at::AutoDispatchBelowADInplaceOrView below_autograd;
+                           alias.fill_(value);
+                         }));
   return self;
 }
 
 at::Tensor& vdev_zero_(at::Tensor& self) {
-  sync_current_stream(self.device());
-  cpu_alias(self).zero_();
+  if (self.numel() == 0) return self;
+  vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
+  VDEV_RT(stream.enqueue("aten::zero_",
+                         [alias = cpu_alias(self), keep = retain_memory(self)]() mutable {
+                           at::AutoDispatchBelowADInplaceOrView below_autograd;
+                           alias.zero_();
+                         }));
   return self;
 }
 

@@ -33,7 +33,7 @@ bool parse_unsigned(const std::string& digits, unsigned long long* out) {
 }
 
 struct Loaded {
-  Config config{kDefaultDeviceCount, kDefaultDeviceMemory};
+  Config config{kDefaultDeviceCount, kDefaultDeviceMemory, false};
   std::optional<std::string> error;
 };
 
@@ -46,6 +46,14 @@ const Loaded& loaded() {
       }
       if (const char* v = std::getenv("VDEV_DEVICE_MEMORY")) {
         l.config.device_memory = parse_memory_size(v, "VDEV_DEVICE_MEMORY");
+      }
+      if (const char* v = std::getenv("VDEV_LAUNCH_BLOCKING")) {
+        const std::string s = trim(v);
+        if (s != "0" && s != "1" && !s.empty()) {
+          fail<std::invalid_argument>("config", "VDEV_LAUNCH_BLOCKING='", v,
+                                      "' is not valid: expected 0 or 1");
+        }
+        l.config.launch_blocking = s == "1";
       }
     } catch (const std::exception& e) {
       l.error = e.what();

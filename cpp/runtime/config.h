@@ -4,6 +4,9 @@
 //   VDEV_DEVICE_MEMORY  capacity of each device: bytes ("1073741824") or a size with a unit
 //                       ("4GiB", "512MiB", "2G"; units K/M/G/T, with or without "iB"/"B", all
 //                       binary) (default 4GiB)
+//   VDEV_LAUNCH_BLOCKING "1" makes every task complete before enqueue returns, so errors point at
+//                       the operation that caused them (like CUDA_LAUNCH_BLOCKING); "0" or unset:
+//                       asynchronous
 //
 // The environment is read on the first call to config() and never again. A malformed value does
 // not throw at load time: config() throws std::runtime_error naming the variable and the value on
@@ -27,6 +30,7 @@ inline constexpr std::size_t kDefaultDeviceMemory = std::size_t{4} << 30;
 struct Config {
   int device_count;
   std::size_t device_memory;  // capacity of each device, in bytes
+  bool launch_blocking;       // VDEV_LAUNCH_BLOCKING=1: every enqueue waits for its task
 };
 
 // The validated configuration; throws std::runtime_error if the environment is malformed.

@@ -104,6 +104,7 @@ void Stream::enqueue(const char* name, TaskFn fn) {
     wake = worker_sleeping_;
   }
   if (wake) work_cv_.notify_one();
+  if (config().launch_blocking) synchronize();  // errors surface at the operation itself
 }
 
 bool Stream::query() const noexcept { return completed_.load() == enqueued_.load(); }

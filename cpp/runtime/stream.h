@@ -16,6 +16,9 @@
 // Completion: query() is true when every task enqueued so far has finished (not when the queue is
 // empty). synchronize() waits for exactly the tasks enqueued before it was called.
 //
+// VDEV_LAUNCH_BLOCKING=1 (runtime/config.h) makes enqueue() wait for the task, so its error is
+// thrown by the enqueue of the operation that caused it.
+//
 // Errors: a task that throws never kills the worker. The first error is kept (later ones are
 // dropped) and thrown on the host, once, by the next synchronize() or enqueue() on that stream (the
 // enqueued task is then not queued), as std::runtime_error "[op] message (on vdev:D stream S)".

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch_vdev import _C
+from torch_vdev.vdev.random import manual_seed, manual_seed_all
 from torch_vdev.vdev.streams import (
     Event,
     Stream,
@@ -43,6 +44,8 @@ __all__ = [
     "get_device_properties",
     "is_available",
     "is_initialized",
+    "manual_seed",
+    "manual_seed_all",
     "set_device",
     "synchronize",
 ]
@@ -164,3 +167,8 @@ def synchronize(device: Any = None) -> None:
     """Waits for all work queued on every stream of ``device`` (default: the current device), and
     raises the first error a task on one of them reported."""
     _C._synchronize(_device_index(device, "synchronize"))
+
+
+def _is_in_bad_fork() -> bool:
+    """True in a child process forked after vdev was used (it must not use vdev)."""
+    return _C._in_bad_fork()

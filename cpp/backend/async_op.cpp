@@ -1,0 +1,230 @@
+#include "backend/async_op.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "backend/check.h"
+#include "backend/cpu_view.h"
+#include "backend/guard.h"
+#include "backend/memory_ref.h"
+#include "backend/out_variants.h"
+#include "backend/tensor_ops.h"
+
+namespace vdev::backend {
+namespace {
+
+constexpr auto kVdev = c10::DeviceType::PrivateUse1;
+
+bool is_vdev(const at::Tensor& t) { return t.defined() && t.device().type() == kVdev; }
+
+c10::TypeKind base_kind(const c10::TypePtr& type) {
+  if (type->kind() == c10::TypeKind::OptionalType) {
+    return type->expectRef<c10::OptionalType>().getElementType()->kind();
+  }
+  return type->kind();
+}
+
+bool is_tensor_list_type(const c10::TypePtr& type) {
+  const c10::TypePtr t = type->kind() == c10::TypeKind::OptionalType
+                             ? type->expectRef<c10::OptionalType>().getElementType()
+                             : type;
+  if (t->kind() != c10::TypeKind::ListType) return false;
+  return base_kind(t->expectRef<c10::ListType>().getElementType()) == c10::TypeKind::TensorType;
+}
+
+// Decides, before any side effect, whether the schema and arguments allow asynchronous execution.
+bool eligible(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, std::size_t first) {
+  for (const c10::Argument& ret : schema.returns()) {
+    const bool tensorish =
+        base_kind(ret.type()) == c10::TypeKind::TensorType || is_tensor_list_type(ret.type());
+    if (!tensorish) return false;  // bool / Scalar / int results need values on the host
+    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) return false;  // a view
+  }
+  const auto& args = schema.arguments();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const c10::TypeKind k = base_kind(args[i].type());
+    if (k == c10::TypeKind::GeneratorType || k == c10::TypeKind::DeviceObjType) return false;
+    const c10::IValue& v = stack[first + i];
+    const bool mutated = args[i].alias_info() != nullptr && args[i].alias_info()->isWrite();
+    auto ok = [&](const at::Tensor& t) {
+      if (!t.defined() || is_vdev(t)) return true;
+      return t.device().is_cpu() && !mutated;  // a CPU tensor is snapshotted: it must be read-only
+    };
+    if (v.isTensor()) {
+      if (!ok(v.toTensor())) return false;
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorVector()) {
+        if (!ok(t)) return false;
+      }
+    } else if (v.isOptionalTensorList()) {
+      for (const auto& t : v.toOptionalTensorList()) {
+        const std::optional<at::Tensor> o = t;
+        if (o && !ok(*o)) return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Maps every tensor inside an IValue (tensor, tensor list, optional tensor list).
+template <typename F>
+c10::IValue map_tensors(const c10::IValue& v, F f) {
+  if (v.isTensor()) return f(v.toTensor());
+  if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(f(t));
+    return out;
+  }
+  if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const auto& t : v.toOptionalTensorList()) {
+      const std::optional<at::Tensor> o = t;
+      out.push_back(o ? std::optional<at::Tensor>(f(*o)) : std::nullopt);
+    }
+    return out;
+  }
+  return v;
+}
+
+at::Tensor to_meta(const at::Tensor& t) {
+  if (!is_vdev(t)) return t;  // CPU scalars stay on the CPU: meta kernels accept them
+  at::Tensor m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  if (t.is_conj()) m._set_conj(true);
+  if (t.is_neg()) m._set_neg(true);
+  return m;
+}
+
+at::Tensor fresh_output(const at::Tensor& meta, c10::Device device) {
+  if (!meta.defined()) return meta;
+  return at::empty_strided(meta.sizes(), meta.strides(), meta.options().device(device));
+}
+
+// The argument index whose alias set a mutable return shares (in-place and out= operators).
+std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& s, const c10::Argument& r) {
+  if (r.alias_info() == nullptr) return std::nullopt;
+  const auto& args = s.arguments();
+  for (std::size_t j = 0; j < args.size(); ++j) {
+    const c10::AliasInfo* a = args[j].alias_info();
+    if (a != nullptr && a->isWrite() && a->beforeSets() == r.alias_info()->beforeSets()) return j;
+  }
+  return std::nullopt;
+}
+
+struct Launch {
+  c10::OperatorHandle op;
+  torch::jit::Stack stack;          // CPU aliases and snapshots (plus out aliases for out=)
+  std::vector<c10::IValue> copy_to;  // fresh-output aliases when there is no out= overload
+  std::shared_ptr<MemoryRefs> keep;  // the blocks of every vdev tensor it touches
+
+  void operator()() {
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    try {
+      op.callBoxed(&stack);
+    } catch (const c10::Error& e) {
+      // The stream names the operator; keep the message, not the C++ backtrace.
+      throw std::runtime_error(e.what_without_backtrace());
+    }
+    for (std::size_t i = 0; i < copy_to.size(); ++i) {
+      const c10::IValue& dst = copy_to[i];
+      const c10::IValue& src = stack[i];
+      if (dst.isTensor() && dst.toTensor().defined()) {
+        at::Tensor d = dst.toTensor();
+        d.copy_(src.toTensor());
+      } else if (dst.isTensorList()) {
+        const auto ds = dst.toTensorVector();
+        const auto ss = src.toTensorVector();
+        for (std::size_t k = 0; k < ds.size(); ++k) {
+          at::Tensor d = ds[k];
+          d.copy_(ss[k]);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+
+bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                          c10::Device device) {
+  const c10::FunctionSchema& schema = op.schema();
+  const std::size_t nargs = schema.arguments().size();
+  const std::size_t first = stack->size() - nargs;
+  if (!eligible(schema, *stack, first)) return false;
+
+  // 1. Output metadata from the meta kernel; any failure means "not asynchronously".
+  torch::jit::Stack meta_stack;
+  meta_stack.reserve(nargs);
+  for (std::size_t i = first; i < stack->size(); ++i) {
+    meta_stack.push_back(map_tensors((*stack)[i], to_meta));
+  }
+  try {
+    op.callBoxed(&meta_stack);
+  } catch (const std::exception&) {
+    return false;
+  }
+  const auto& rets = schema.returns();
+  if (meta_stack.size() != rets.size()) return false;
+  std::size_t n_aliased = 0;
+  for (const auto& r : rets) n_aliased += aliased_argument(schema, r).has_value() ? 1 : 0;
+  if (n_aliased != 0 && n_aliased != rets.size()) return false;  // mixed fresh/mutated returns
+
+  // 2. Outputs on the device: the mutated argument itself, or freshly allocated.
+  const c10::DeviceGuard guard(device);
+  std::vector<c10::IValue> outputs;
+  bool all_fresh = true;
+  for (std::size_t i = 0; i < rets.size(); ++i) {
+    const c10::IValue& m = meta_stack[i];
+    if (auto j = aliased_argument(schema, rets[i])) {
+      all_fresh = false;
+      c10::IValue real = (*stack)[first + *j];
+      if (real.isTensor() && m.isTensor() && real.toTensor().sizes() != m.toTensor().sizes()) {
+        vdev_resize_(real.toTensor(), m.toTensor().sym_sizes(), std::nullopt);  // out= resized
+      }
+      outputs.push_back(real);
+    } else if (m.isNone()) {
+      outputs.push_back(m);
+    } else {
+      outputs.push_back(map_tensors(m, [&](const at::Tensor& t) { return fresh_output(t, device); }));
+    }
+  }
+
+  // 3. The task's stack: CPU aliases of device tensors, snapshots of CPU tensors.
+  Launch launch{op, {}, {}, std::make_shared<MemoryRefs>()};
+  auto alias = [&](const at::Tensor& t) -> at::Tensor {
+    if (!t.defined()) return t;
+    if (is_vdev(t)) {
+      launch.keep->push_back(retain_memory(t));
+      return cpu_alias(t);
+    }
+    return t.clone();
+  };
+  launch.stack.reserve(nargs + rets.size());
+  for (std::size_t i = first; i < stack->size(); ++i) launch.stack.push_back(map_tensors((*stack)[i], alias));
+  std::optional<c10::OperatorHandle> out_op;
+  if (all_fresh && !rets.empty()) out_op = out_variant_of(op);
+  bool outputs_are_single_tensors = true;
+  for (const auto& o : outputs) outputs_are_single_tensors &= o.isTensor();
+  if (out_op && outputs_are_single_tensors) {
+    launch.op = *out_op;
+    for (const auto& o : outputs) launch.stack.push_back(map_tensors(o, alias));
+  } else if (all_fresh) {
+    for (const auto& o : outputs) launch.copy_to.push_back(map_tensors(o, alias));
+  } else {
+    for (const auto& o : outputs) map_tensors(o, alias);  // keep mutated outputs alive too
+  }
+
+  vdev::rt::Stream& stream = current_runtime_stream(device.index());
+  VDEV_RT(stream.enqueue(schema.name().c_str(), std::move(launch)));
+
+  torch::jit::drop(*stack, nargs);
+  for (auto& o : outputs) stack->push_back(std::move(o));
+  return true;
+}
+
+}  // namespace vdev::backend
