@@ -6,8 +6,8 @@ import time
 
 import pytest
 import torch
-
 from asyncutil import gated, wait_until_blocked
+
 from conftest import run_python
 
 

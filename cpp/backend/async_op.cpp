@@ -1,12 +1,17 @@
 #include "backend/async_op.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/alias.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "backend/check.h"
@@ -39,7 +44,22 @@ bool is_tensor_list_type(const c10::TypePtr& type) {
 }
 
 // Decides, before any side effect, whether the schema and arguments allow asynchronous execution.
-bool eligible(const c10::FunctionSchema& schema, const torch::jit::Stack& stack, std::size_t first) {
+// Operators whose meta kernel disagrees with their CPU kernel on output shapes (found by the
+// OpInfo sweep, tests/test_opinfo.py): they always run synchronously.
+bool meta_disagrees_with_cpu(const c10::FunctionSchema& schema) {
+  static const std::unordered_set<std::string> names = {
+      "aten::native_batch_norm",
+      "aten::_native_batch_norm_legit",
+      "aten::_native_batch_norm_legit_no_training",
+      "aten::_embedding_bag",
+      "aten::_embedding_bag_forward_only",
+  };
+  return names.count(schema.name()) != 0;
+}
+
+bool eligible(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+              std::size_t first) {
+  if (meta_disagrees_with_cpu(schema)) return false;
   for (const c10::Argument& ret : schema.returns()) {
     const bool tensorish =
         base_kind(ret.type()) == c10::TypeKind::TensorType || is_tensor_list_type(ret.type());
@@ -116,34 +136,117 @@ std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& s, const 
   return std::nullopt;
 }
 
+// out= overloads that turned out to resize their output internally (to an intermediate shape),
+// which a fixed-size device alias cannot allow: their functional form is used instead.
+struct UnsafeOutOverloads {
+  std::mutex mu;
+  std::unordered_set<c10::OperatorName> names;
+};
+UnsafeOutOverloads& unsafe_out_overloads() {
+  static UnsafeOutOverloads* u = new UnsafeOutOverloads;  // leaked: used by stream workers
+  return *u;
+}
+bool is_unsafe_out(const c10::OperatorHandle& op) {
+  std::lock_guard<std::mutex> lock(unsafe_out_overloads().mu);
+  return unsafe_out_overloads().names.count(op.operator_name()) != 0;
+}
+void mark_unsafe_out(const c10::OperatorHandle& op) {
+  std::lock_guard<std::mutex> lock(unsafe_out_overloads().mu);
+  unsafe_out_overloads().names.insert(op.operator_name());
+}
+
+void copy_result(at::Tensor dst, const at::Tensor& src) {
+  TORCH_CHECK(dst.sizes() == src.sizes(), "the meta kernel predicted an output of shape ",
+              dst.sizes(), " but the CPU kernel produced ", src.sizes());
+  dst.copy_(src);
+}
+
+// Copies every tensor of `src` into the matching tensor of `dst` (fresh-output aliases).
+void copy_results(const std::vector<c10::IValue>& dst, const torch::jit::Stack& src) {
+  for (std::size_t i = 0; i < dst.size(); ++i) {
+    if (dst[i].isTensor() && dst[i].toTensor().defined()) {
+      copy_result(dst[i].toTensor(), src[i].toTensor());
+    } else if (dst[i].isTensorList()) {
+      const auto ds = dst[i].toTensorVector();
+      const auto ss = src[i].toTensorVector();
+      TORCH_CHECK(ds.size() == ss.size(), "the meta kernel predicted ", ds.size(),
+                  " outputs but the CPU kernel produced ", ss.size());
+      for (std::size_t k = 0; k < ds.size(); ++k) copy_result(ds[k], ss[k]);
+    }
+  }
+}
+
 struct Launch {
-  c10::OperatorHandle op;
-  torch::jit::Stack stack;          // CPU aliases and snapshots (plus out aliases for out=)
-  std::vector<c10::IValue> copy_to;  // fresh-output aliases when there is no out= overload
-  std::shared_ptr<MemoryRefs> keep;  // the blocks of every vdev tensor it touches
+  c10::OperatorHandle op;                     // as called: functional, in-place or out=
+  std::optional<c10::OperatorHandle> out_op;  // its out= overload, when all outputs are fresh
+  torch::jit::Stack args;                     // CPU aliases and snapshots of the arguments
+  std::vector<c10::IValue> outputs;           // aliases of fresh outputs (empty otherwise)
+  std::vector<std::size_t> out_args;          // positions of out= arguments (in-place/out ops)
+  std::shared_ptr<MemoryRefs> keep;           // the blocks of every vdev tensor it touches
 
   void operator()() {
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     try {
-      op.callBoxed(&stack);
+      run();
     } catch (const c10::Error& e) {
       // The stream names the operator; keep the message, not the C++ backtrace.
       throw std::runtime_error(e.what_without_backtrace());
     }
-    for (std::size_t i = 0; i < copy_to.size(); ++i) {
-      const c10::IValue& dst = copy_to[i];
-      const c10::IValue& src = stack[i];
-      if (dst.isTensor() && dst.toTensor().defined()) {
-        at::Tensor d = dst.toTensor();
-        d.copy_(src.toTensor());
-      } else if (dst.isTensorList()) {
-        const auto ds = dst.toTensorVector();
-        const auto ss = src.toTensorVector();
-        for (std::size_t k = 0; k < ds.size(); ++k) {
-          at::Tensor d = ds[k];
-          d.copy_(ss[k]);
+  }
+
+  void run() {
+    torch::jit::Stack stack = args;
+    if (outputs.empty()) {  // in-place / out=: writes through the argument aliases
+      run_mutating(stack);
+      return;
+    }
+    if (out_op) {
+      // Separate alias objects: an out= kernel may resize them before failing, and `outputs` must
+      // keep the device allocations' metadata for the fallback below.
+      for (const auto& o : outputs) stack.push_back(at::alias(o.toTensor()));
+      try {
+        out_op->callBoxed(&stack);
+        return;
+      } catch (const c10::Error& e) {
+        if (std::string(e.what_without_backtrace()).find("not resizable") == std::string::npos) {
+          throw;
         }
+        mark_unsafe_out(*out_op);  // it resized its output: use the functional form from now on
       }
+      stack = args;
+    }
+    op.callBoxed(&stack);
+    copy_results(outputs, stack);
+  }
+
+  // Some out= kernels resize their output to an intermediate shape and back (mse_loss.out with a
+  // reduction): a fixed-size device alias cannot allow that, so they get resizable CPU
+  // temporaries, copied into the device outputs afterwards.
+  void run_mutating(torch::jit::Stack& stack) {
+    if (!out_args.empty() && !is_unsafe_out(op)) {
+      for (std::size_t j : out_args) stack[j] = at::alias(args[j].toTensor());  // own metadata
+      try {
+        op.callBoxed(&stack);
+        return;
+      } catch (const c10::Error& e) {
+        if (std::string(e.what_without_backtrace()).find("not resizable") == std::string::npos) {
+          throw;
+        }
+        mark_unsafe_out(op);
+      }
+      stack = args;
+    } else if (out_args.empty()) {
+      op.callBoxed(&stack);
+      return;
+    }
+    std::vector<at::Tensor> temps;
+    for (std::size_t j : out_args) {
+      temps.push_back(at::empty_like(args[j].toTensor()));
+      stack[j] = temps.back();
+    }
+    op.callBoxed(&stack);
+    for (std::size_t k = 0; k < out_args.size(); ++k) {
+      copy_result(args[out_args[k]].toTensor(), temps[k]);
     }
   }
 };
@@ -190,12 +293,13 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
     } else if (m.isNone()) {
       outputs.push_back(m);
     } else {
-      outputs.push_back(map_tensors(m, [&](const at::Tensor& t) { return fresh_output(t, device); }));
+      outputs.push_back(
+          map_tensors(m, [&](const at::Tensor& t) { return fresh_output(t, device); }));
     }
   }
 
   // 3. The task's stack: CPU aliases of device tensors, snapshots of CPU tensors.
-  Launch launch{op, {}, {}, std::make_shared<MemoryRefs>()};
+  Launch launch{op, std::nullopt, {}, {}, {}, std::make_shared<MemoryRefs>()};
   auto alias = [&](const at::Tensor& t) -> at::Tensor {
     if (!t.defined()) return t;
     if (is_vdev(t)) {
@@ -204,19 +308,25 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
     }
     return t.clone();
   };
-  launch.stack.reserve(nargs + rets.size());
-  for (std::size_t i = first; i < stack->size(); ++i) launch.stack.push_back(map_tensors((*stack)[i], alias));
-  std::optional<c10::OperatorHandle> out_op;
-  if (all_fresh && !rets.empty()) out_op = out_variant_of(op);
-  bool outputs_are_single_tensors = true;
-  for (const auto& o : outputs) outputs_are_single_tensors &= o.isTensor();
-  if (out_op && outputs_are_single_tensors) {
-    launch.op = *out_op;
-    for (const auto& o : outputs) launch.stack.push_back(map_tensors(o, alias));
-  } else if (all_fresh) {
-    for (const auto& o : outputs) launch.copy_to.push_back(map_tensors(o, alias));
+  launch.args.reserve(nargs);
+  for (std::size_t i = first; i < stack->size(); ++i) {
+    launch.args.push_back(map_tensors((*stack)[i], alias));
+  }
+  if (all_fresh && !rets.empty()) {
+    bool single_tensors = true;
+    for (const auto& o : outputs) single_tensors &= o.isTensor();
+    launch.out_op = single_tensors ? out_variant_of(op) : std::nullopt;
+    if (launch.out_op && is_unsafe_out(*launch.out_op)) launch.out_op.reset();
+    for (const auto& o : outputs) launch.outputs.push_back(map_tensors(o, alias));
   } else {
-    for (const auto& o : outputs) map_tensors(o, alias);  // keep mutated outputs alive too
+    for (const auto& o : outputs) map_tensors(o, alias);  // retain mutated outputs too
+    const auto& sargs = schema.arguments();
+    for (std::size_t j = 0; j < sargs.size(); ++j) {
+      const c10::AliasInfo* a = sargs[j].alias_info();
+      if (a != nullptr && a->isWrite() && sargs[j].kwarg_only() && launch.args[j].isTensor()) {
+        launch.out_args.push_back(j);
+      }
+    }
   }
 
   vdev::rt::Stream& stream = current_runtime_stream(device.index());

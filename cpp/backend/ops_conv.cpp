@@ -45,24 +45,25 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
                             at::IntArrayRef output_padding, int64_t groups) {
   const c10::DeviceGuard guard(input.device());
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
-  const at::Tensor shape = at::convolution(
-      meta_like(input), meta_like(weight),
-      bias.defined() ? std::optional<at::Tensor>(meta_like(bias)) : std::nullopt, stride, padding,
-      dilation, transposed, output_padding, groups);
+  const at::Tensor shape =
+      at::convolution(meta_like(input), meta_like(weight),
+                      bias.defined() ? std::optional<at::Tensor>(meta_like(bias)) : std::nullopt,
+                      stride, padding, dilation, transposed, output_padding, groups);
   at::Tensor out = at::empty_strided(shape.sizes(), shape.strides(), input.options());
-  ConvParams p{stride.vec(), padding.vec(), dilation.vec(), output_padding.vec(), transposed, groups};
+  ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
+               output_padding.vec(), transposed,    groups};
   auto keep = std::make_shared<MemoryRefs>();
   for (const auto& t : {input, weight, bias, out}) keep_memory(*keep, t);
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
-  VDEV_RT(stream.enqueue(
-      "aten::convolution_overrideable",
-      [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),
-       o = cpu_alias(out), p, keep]() mutable {
-        at::AutoDispatchBelowADInplaceOrView below_autograd;
-        o.copy_(at::convolution(in, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt,
-                                p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
-                                p.groups));
-      }));
+  VDEV_RT(stream.enqueue("aten::convolution_overrideable",
+                         [in = cpu_alias(input), w = cpu_alias(weight),
+                          b = alias_or_undefined(bias), o = cpu_alias(out), p, keep]() mutable {
+                           at::AutoDispatchBelowADInplaceOrView below_autograd;
+                           o.copy_(at::convolution(
+                               in, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt,
+                               p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
+                               p.groups));
+                         }));
   return out;
 }
 
@@ -73,12 +74,14 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
   const c10::DeviceGuard guard(input.device());
   const int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
   at::Tensor grad_input, grad_weight, grad_bias;
-  if (output_mask[0]) grad_input = at::empty_strided(input.sizes(), input.strides(), input.options());
+  if (output_mask[0])
+    grad_input = at::empty_strided(input.sizes(), input.strides(), input.options());
   if (output_mask[1]) {
     grad_weight = at::empty_strided(weight.sizes(), weight.strides(), weight.options());
   }
   if (output_mask[2]) grad_bias = at::empty_strided({bias_size}, {1}, weight.options());
-  ConvParams p{stride.vec(), padding.vec(), dilation.vec(), output_padding.vec(), transposed, groups};
+  ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
+               output_padding.vec(), transposed,    groups};
   auto keep = std::make_shared<MemoryRefs>();
   for (const auto& t : {grad_output, input, weight, grad_input, grad_weight, grad_bias}) {
     keep_memory(*keep, t);
@@ -90,9 +93,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
        gi = alias_or_undefined(grad_input), gw = alias_or_undefined(grad_weight),
        gb = alias_or_undefined(grad_bias), p, bias_size, output_mask, keep]() mutable {
         at::AutoDispatchBelowADInplaceOrView below_autograd;
-        auto [ri, rw, rb] = at::convolution_backward(
-            go, in, w, std::vector<int64_t>{bias_size}, p.stride, p.padding, p.dilation,
-            p.transposed, p.output_padding, p.groups, output_mask);
+        auto [ri, rw, rb] = at::convolution_backward(go, in, w, std::vector<int64_t>{bias_size},
+                                                     p.stride, p.padding, p.dilation, p.transposed,
+                                                     p.output_padding, p.groups, output_mask);
         if (gi.defined()) gi.copy_(ri);
         if (gw.defined()) gw.copy_(rw);
         if (gb.defined()) gb.copy_(rb);

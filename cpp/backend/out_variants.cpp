@@ -17,7 +17,8 @@ bool is_out_variant(const c10::FunctionSchema& f, const c10::FunctionSchema& o) 
   }
   for (std::size_t i = fa.size(); i < oa.size(); ++i) {
     const c10::AliasInfo* alias = oa[i].alias_info();
-    if (alias == nullptr || !alias->isWrite() || oa[i].type()->kind() != c10::TypeKind::TensorType) {
+    if (alias == nullptr || !alias->isWrite() ||
+        oa[i].type()->kind() != c10::TypeKind::TensorType) {
       return false;
     }
   }
