@@ -51,6 +51,8 @@ bool meta_disagrees_with_cpu(const c10::FunctionSchema& schema) {
       "aten::native_batch_norm",
       "aten::_native_batch_norm_legit",
       "aten::_native_batch_norm_legit_no_training",
+      "aten::_batch_norm_with_update",
+      "aten::_batch_norm_no_update",
       "aten::_embedding_bag",
       "aten::_embedding_bag_forward_only",
   };
