@@ -160,3 +160,29 @@ def test_random_operators_are_reproducible_with_manual_seed():
     torch.vdev.manual_seed(7)
     b = torch.randn(5, device="vdev").cpu()
     assert torch.equal(a, b)
+
+
+def test_output_metadata_follows_every_argument_also_when_cached():
+    # The executor caches meta-kernel results by signature; the second round is served from it.
+    cpu = torch.arange(12.0).reshape(3, 4)
+    x = cpu.to("vdev")
+    cases = [
+        lambda t, d: t.sum(0),
+        lambda t, d: t.sum(1),
+        lambda t, d: t.sum(1, keepdim=True),
+        lambda t, d: t.t() + 1,  # output keeps the input's (transposed) layout
+        lambda t, d: torch.arange(5, device=d),
+        lambda t, d: torch.arange(7, device=d),
+        lambda t, d: torch.arange(0.0, 1.0, 0.25, device=d),
+        lambda t, d: torch.arange(0.0, 1.0, 0.2499999, device=d),  # differs in the last bits
+        lambda t, d: t.to(torch.int64) * 2,
+        lambda t, d: torch.cat([t, t], 0),
+        lambda t, d: torch.cat([t, t], 1),
+    ]
+    for _ in range(2):
+        for case in cases:
+            got, ref = case(x, "vdev"), case(cpu, "cpu")
+            assert (
+                got.shape == ref.shape and got.stride() == ref.stride() and got.dtype == ref.dtype
+            )
+            torch.testing.assert_close(got.cpu(), ref)

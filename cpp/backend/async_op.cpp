@@ -18,6 +18,7 @@
 #include "backend/cpu_view.h"
 #include "backend/guard.h"
 #include "backend/memory_ref.h"
+#include "backend/meta_cache.h"
 #include "backend/out_variants.h"
 #include "backend/tensor_ops.h"
 
@@ -122,9 +123,52 @@ at::Tensor to_meta(const at::Tensor& t) {
   return m;
 }
 
-at::Tensor fresh_output(const at::Tensor& meta, c10::Device device) {
-  if (!meta.defined()) return meta;
-  return at::empty_strided(meta.sizes(), meta.strides(), meta.options().device(device));
+at::Tensor fresh_output(const MetaTensor& m, c10::Device device) {
+  if (!m.defined) return at::Tensor();
+  return at::empty_strided(m.sizes, m.strides, at::TensorOptions().dtype(m.dtype).device(device));
+}
+
+MetaTensor describe(const at::Tensor& t) {
+  MetaTensor m;
+  if (!t.defined()) return m;
+  m.defined = true;
+  m.sizes = t.sizes().vec();
+  m.strides = t.strides().vec();
+  m.dtype = t.scalar_type();
+  return m;
+}
+
+// Runs the operator on meta versions of its arguments and records its outputs' metadata.
+MetaResult run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                    std::size_t first, std::size_t nargs) {
+  torch::jit::Stack meta_stack;
+  meta_stack.reserve(nargs);
+  for (std::size_t i = first; i < first + nargs; ++i) {
+    meta_stack.push_back(map_tensors(stack[i], to_meta));
+  }
+  MetaResult result;
+  try {
+    op.callBoxed(&meta_stack);
+  } catch (const std::exception&) {
+    return result;  // ok = false
+  }
+  for (const c10::IValue& v : meta_stack) {
+    MetaReturn r;
+    if (v.isNone()) {
+      r.kind = MetaReturn::None;
+    } else if (v.isTensor()) {
+      r.kind = MetaReturn::Tensor;
+      r.tensors.push_back(describe(v.toTensor()));
+    } else if (v.isTensorList()) {
+      r.kind = MetaReturn::TensorList;
+      for (const at::Tensor& t : v.toTensorVector()) r.tensors.push_back(describe(t));
+    } else {
+      return MetaResult{};  // a non-tensor result: not asynchronously
+    }
+    result.returns.push_back(std::move(r));
+  }
+  result.ok = true;
+  return result;
 }
 
 // The argument index whose alias set a mutable return shares (in-place and out= operators).
@@ -262,19 +306,17 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
   const std::size_t first = stack->size() - nargs;
   if (!eligible(schema, *stack, first)) return false;
 
-  // 1. Output metadata from the meta kernel; any failure means "not asynchronously".
-  torch::jit::Stack meta_stack;
-  meta_stack.reserve(nargs);
-  for (std::size_t i = first; i < stack->size(); ++i) {
-    meta_stack.push_back(map_tensors((*stack)[i], to_meta));
-  }
-  try {
-    op.callBoxed(&meta_stack);
-  } catch (const std::exception&) {
-    return false;
+  // 1. Output metadata: cached by signature, else from the meta kernel. A failure means "not
+  // asynchronously" (and is cached as such).
+  const std::string opname = schema.name() + "." + schema.overload_name();
+  const std::optional<std::string> key = meta_cache_key(opname, *stack, first, nargs);
+  std::optional<MetaResult> meta = key ? meta_cache_find(*key) : std::nullopt;
+  if (!meta) {
+    meta = run_meta(op, *stack, first, nargs);
+    if (key) meta_cache_store(*key, *meta);
   }
   const auto& rets = schema.returns();
-  if (meta_stack.size() != rets.size()) return false;
+  if (!meta->ok || meta->returns.size() != rets.size()) return false;
   std::size_t n_aliased = 0;
   for (const auto& r : rets) n_aliased += aliased_argument(schema, r).has_value() ? 1 : 0;
   if (n_aliased != 0 && n_aliased != rets.size()) return false;  // mixed fresh/mutated returns
@@ -284,19 +326,24 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
   std::vector<c10::IValue> outputs;
   bool all_fresh = true;
   for (std::size_t i = 0; i < rets.size(); ++i) {
-    const c10::IValue& m = meta_stack[i];
+    const MetaReturn& m = meta->returns[i];
     if (auto j = aliased_argument(schema, rets[i])) {
       all_fresh = false;
       c10::IValue real = (*stack)[first + *j];
-      if (real.isTensor() && m.isTensor() && real.toTensor().sizes() != m.toTensor().sizes()) {
-        vdev_resize_(real.toTensor(), m.toTensor().sym_sizes(), std::nullopt);  // out= resized
+      if (real.isTensor() && m.kind == MetaReturn::Tensor && m.tensors[0].defined &&
+          real.toTensor().sizes() != c10::IntArrayRef(m.tensors[0].sizes)) {
+        vdev_resize_(real.toTensor(), c10::fromIntArrayRefSlow(m.tensors[0].sizes),
+                     std::nullopt);  // out= resized by the operator
       }
       outputs.push_back(real);
-    } else if (m.isNone()) {
-      outputs.push_back(m);
+    } else if (m.kind == MetaReturn::None) {
+      outputs.emplace_back();
+    } else if (m.kind == MetaReturn::Tensor) {
+      outputs.emplace_back(fresh_output(m.tensors[0], device));
     } else {
-      outputs.push_back(
-          map_tensors(m, [&](const at::Tensor& t) { return fresh_output(t, device); }));
+      c10::List<at::Tensor> list;
+      for (const MetaTensor& t : m.tensors) list.push_back(fresh_output(t, device));
+      outputs.emplace_back(list);
     }
   }
 

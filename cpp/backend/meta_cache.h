@@ -1,0 +1,47 @@
+// A cache of meta-kernel results for the operator executor (backend/async_op.cpp).
+//
+// Running an operator on meta tensors costs from a few to over a hundred microseconds (some meta
+// kernels are Python registrations), far more than queueing it. Output metadata depends only on
+// the operator and its arguments' metadata, so it is cached by a key made of the operator name,
+// every tensor argument's location (vdev/cpu), dtype, sizes, strides and conj/neg bits, and the
+// exact value of every other argument (doubles bit for bit). Arguments of a kind the key cannot
+// describe exactly make the call uncacheable. A failed meta call is cached too (the operator is
+// then declined at once). The cache is bounded: it is cleared when it grows past kMaxEntries.
+//
+// Thread rules: safe from any thread (one mutex).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/stack.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace vdev::backend {
+
+// Metadata of one returned tensor (undefined: `defined` false).
+struct MetaTensor {
+  bool defined = false;
+  std::vector<int64_t> sizes, strides;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+
+// One return: a tensor, a list of tensors, or None.
+struct MetaReturn {
+  enum Kind { Tensor, TensorList, None } kind = None;
+  std::vector<MetaTensor> tensors;
+};
+
+struct MetaResult {
+  bool ok = false;  // false: the meta call failed (data-dependent shape, no meta kernel)
+  std::vector<MetaReturn> returns;
+};
+
+// The key for `op` applied to stack[first, first + n), or nullopt if it cannot be keyed exactly.
+std::optional<std::string> meta_cache_key(const std::string& op, const torch::jit::Stack& stack,
+                                          std::size_t first, std::size_t n);
+std::optional<MetaResult> meta_cache_find(const std::string& key);
+void meta_cache_store(const std::string& key, MetaResult result);
+
+}  // namespace vdev::backend
