@@ -85,8 +85,8 @@ def main() -> int:
         ("mm_1024_float32", lambda d: torch.randn(1024, 1024, device=d), lambda t: torch.mm(t, t)),
     ]:
         tc, tv = make("cpu"), make("vdev")
-        c = timed(lambda: op(tc), reps)
-        v = timed(lambda: (op(tv), torch.vdev.synchronize()), reps)
+        c = timed(lambda op=op, tc=tc: op(tc), reps)
+        v = timed(lambda op=op, tv=tv: (op(tv), torch.vdev.synchronize()), reps)
         results[name] = {"cpu": c, "vdev": v, **ratio(v, c)}
         targets[name] = {
             "max_ratio": 1.15,
