@@ -6,7 +6,6 @@ a torch.vdev.set_device() round trip (set 1, set 0) within 3x of two trivial cal
     python benchmarks/bench_device.py [--out results.json] [--quick]
 """
 
-import argparse
 import os
 import sys
 
@@ -15,17 +14,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import torch_vdev  # noqa: E402,F401
-from timing import emit, environment, measure, with_ratio  # noqa: E402
+from timing import at_most, emit, environment, measure, parse_args, with_ratio  # noqa: E402
 from torch_vdev import _C  # noqa: E402
 
 TARGETS = {"vdev.current_device": 2.0, "vdev.set_device_round_trip": 3.0}
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
-    parser.add_argument("--quick", action="store_true", help="fewer calls (smoke run)")
-    args = parser.parse_args()
+    args = parse_args()
     calls = 20_000 if args.quick else 200_000
 
     env = {"noop": _C._noop, "vdev": torch.vdev, "acc": torch.accelerator}
@@ -46,12 +42,7 @@ def main() -> int:
         ),
     }
     targets = {
-        name: {
-            "max_ratio": limit,
-            "ratio_median": results[name]["ratio_median"],
-            "met": results[name]["ratio_median"] <= limit,
-        }
-        for name, limit in TARGETS.items()
+        name: at_most(limit, results[name]["ratio_median"]) for name, limit in TARGETS.items()
     }
     emit(
         {"benchmark": "device", "env": environment(), "results": results, "targets": targets},

@@ -11,7 +11,6 @@ in the same run (glibc defaults; state GLIBC_TUNABLES if you set any).
     python benchmarks/bench_ops.py [--out results.json] [--quick]
 """
 
-import argparse
 import os
 import statistics
 import sys
@@ -21,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
-from timing import emit, environment  # noqa: E402
+from timing import at_most, emit, environment, parse_args  # noqa: E402
 
 
 def timed(fn, repeats: int, warmup: int = 2) -> dict:
@@ -46,10 +45,7 @@ def ratio(a: dict, b: dict) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out")
-    parser.add_argument("--quick", action="store_true")
-    args = parser.parse_args()
+    args = parse_args()
     reps = 3 if args.quick else 7
     n_ops = 1_000 if args.quick else 10_000
     results, targets = {}, {}
@@ -74,11 +70,7 @@ def main() -> int:
         **ratio(vdev, cpu),
     }
     results["add_1_element_x10000"] = per_op
-    targets["add_1_element_host_time"] = {
-        "max_ratio": 2.5,
-        "ratio_median": per_op["ratio_median"],
-        "met": per_op["ratio_median"] <= 2.5,
-    }
+    targets["add_1_element_host_time"] = at_most(2.5, per_op["ratio_median"])
 
     for name, make, op in [
         ("add__16M_float32", lambda d: torch.zeros(16 << 20, device=d), lambda t: t.add_(1)),
@@ -88,11 +80,7 @@ def main() -> int:
         c = timed(lambda op=op, tc=tc: op(tc), reps)
         v = timed(lambda op=op, tv=tv: (op(tv), torch.vdev.synchronize()), reps)
         results[name] = {"cpu": c, "vdev": v, **ratio(v, c)}
-        targets[name] = {
-            "max_ratio": 1.15,
-            "ratio_median": results[name]["ratio_median"],
-            "met": results[name]["ratio_median"] <= 1.15,
-        }
+        targets[name] = at_most(1.15, results[name]["ratio_median"])
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -116,11 +104,9 @@ def main() -> int:
 
         one, two = timed(one_stream, reps), timed(two_streams, reps)
         results["two_streams_vs_one"] = {"one_stream": one, "two_streams": two, **ratio(two, one)}
-        targets["two_streams_overlap"] = {
-            "max_ratio": 0.65,
-            "ratio_median": results["two_streams_vs_one"]["ratio_median"],
-            "met": results["two_streams_vs_one"]["ratio_median"] <= 0.65,
-        }
+        targets["two_streams_overlap"] = at_most(
+            0.65, results["two_streams_vs_one"]["ratio_median"]
+        )
     finally:
         torch.set_num_threads(threads)
     emit(

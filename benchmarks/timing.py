@@ -58,6 +58,27 @@ def with_ratio(result: dict, baseline: dict, baseline_name: str) -> dict:
     return out
 
 
+def parse_args():
+    """The options every benchmark takes: --out FILE (also write the JSON there) and --quick
+    (fewer calls: a smoke run, not figures to quote)."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", help="also write the JSON report to this file")
+    parser.add_argument("--quick", action="store_true", help="fewer calls (smoke run)")
+    return parser.parse_args()
+
+
+def at_most(limit: float, value: float) -> dict:
+    """A target entry: `value` (a median, or a ratio of medians) must not exceed `limit`."""
+    return {"max": limit, "value": value, "met": value <= limit}
+
+
+def at_least(limit: float, value: float) -> dict:
+    """A target entry: `value` must reach `limit`."""
+    return {"min": limit, "value": value, "met": value >= limit}
+
+
 def environment() -> dict:
     import torch
 
