@@ -8,6 +8,7 @@
 
 #include "backend/guard.h"
 #include "backend/hooks.h"
+#include "backend/task.h"
 #include "bindings/bindings.h"
 #include "runtime/config.h"
 #include "runtime/memory.h"
@@ -34,6 +35,7 @@ void bind_testing(nb::module_& m) {
   t.def("hooks_device_count", &backend::testing::hooks_device_count);
   t.def("hooks_maybe_exchange_device", &backend::testing::hooks_maybe_exchange_device);
   t.def("guard_call", &backend::testing::guard_call);
+  t.def("worker_intra_op_threads", &backend::testing::worker_intra_op_threads);
 
   // Deterministic asynchrony (runtime/testing.h). Streams are named by (device, stream_id), the
   // fields of torch.Stream.

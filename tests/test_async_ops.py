@@ -8,6 +8,7 @@ import pytest
 import torch
 from asyncutil import gated, wait_until_blocked
 
+import torch_vdev
 from conftest import run_python
 
 
@@ -119,6 +120,21 @@ def test_worker_does_not_depend_on_the_callers_thread_local_state():
     w = (x * 3).sum()  # and autograd still works on the same thread afterwards
     w.backward()
     torch.testing.assert_close(x.grad.cpu(), torch.full((3,), 3.0))
+
+
+def test_workers_use_the_hosts_intra_op_thread_count():
+    # torch.set_num_threads is process-wide on CPU; stream workers must follow it, or two streams
+    # each running multi-threaded kernels oversubscribe the cores instead of overlapping.
+    testing = torch_vdev._C._testing
+    before = torch.get_num_threads()
+    try:
+        for n in (1, 2, 1):
+            torch.set_num_threads(n)
+            assert testing.worker_intra_op_threads(0) == n
+            with torch.vdev.stream(torch.vdev.Stream()):
+                assert testing.worker_intra_op_threads(0) == n
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_lazy_conjugate_and_negative_views_copy_correctly():

@@ -20,6 +20,7 @@
 #include "backend/memory_ref.h"
 #include "backend/meta_cache.h"
 #include "backend/out_variants.h"
+#include "backend/task.h"
 #include "backend/tensor_ops.h"
 
 namespace vdev::backend {
@@ -231,7 +232,6 @@ struct Launch {
   std::shared_ptr<MemoryRefs> keep;           // the blocks of every vdev tensor it touches
 
   void operator()() {
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
     try {
       run();
     } catch (const c10::Error& e) {
@@ -379,7 +379,7 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
   }
 
   vdev::rt::Stream& stream = current_runtime_stream(device.index());
-  VDEV_RT(stream.enqueue(schema.name().c_str(), std::move(launch)));
+  enqueue_task(stream, schema.name().c_str(), std::move(launch));
 
   torch::jit::drop(*stack, nargs);
   for (auto& o : outputs) stack->push_back(std::move(o));

@@ -19,6 +19,7 @@
 #include "backend/cpu_view.h"
 #include "backend/guard.h"
 #include "backend/memory_ref.h"
+#include "backend/task.h"
 
 namespace vdev::backend {
 namespace {
@@ -55,15 +56,13 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
   auto keep = std::make_shared<MemoryRefs>();
   for (const auto& t : {input, weight, bias, out}) keep_memory(*keep, t);
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
-  VDEV_RT(stream.enqueue("aten::convolution_overrideable",
-                         [in = cpu_alias(input), w = cpu_alias(weight),
-                          b = alias_or_undefined(bias), o = cpu_alias(out), p, keep]() mutable {
-                           at::AutoDispatchBelowADInplaceOrView below_autograd;
-                           o.copy_(at::convolution(
-                               in, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt,
-                               p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
-                               p.groups));
-                         }));
+  enqueue_task(stream, "aten::convolution_overrideable",
+               [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),
+                o = cpu_alias(out), p, keep]() mutable {
+                 o.copy_(at::convolution(
+                     in, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt, p.stride,
+                     p.padding, p.dilation, p.transposed, p.output_padding, p.groups));
+               });
   return out;
 }
 
@@ -87,19 +86,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
     keep_memory(*keep, t);
   }
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
-  VDEV_RT(stream.enqueue(
-      "aten::convolution_backward_overrideable",
-      [go = cpu_alias(grad_output), in = cpu_alias(input), w = cpu_alias(weight),
-       gi = alias_or_undefined(grad_input), gw = alias_or_undefined(grad_weight),
-       gb = alias_or_undefined(grad_bias), p, bias_size, output_mask, keep]() mutable {
-        at::AutoDispatchBelowADInplaceOrView below_autograd;
-        auto [ri, rw, rb] = at::convolution_backward(go, in, w, std::vector<int64_t>{bias_size},
-                                                     p.stride, p.padding, p.dilation, p.transposed,
-                                                     p.output_padding, p.groups, output_mask);
-        if (gi.defined()) gi.copy_(ri);
-        if (gw.defined()) gw.copy_(rw);
-        if (gb.defined()) gb.copy_(rb);
-      }));
+  enqueue_task(stream, "aten::convolution_backward_overrideable",
+               [go = cpu_alias(grad_output), in = cpu_alias(input), w = cpu_alias(weight),
+                gi = alias_or_undefined(grad_input), gw = alias_or_undefined(grad_weight),
+                gb = alias_or_undefined(grad_bias), p, bias_size, output_mask, keep]() mutable {
+                 auto [ri, rw, rb] = at::convolution_backward(
+                     go, in, w, std::vector<int64_t>{bias_size}, p.stride, p.padding, p.dilation,
+                     p.transposed, p.output_padding, p.groups, output_mask);
+                 if (gi.defined()) gi.copy_(ri);
+                 if (gw.defined()) gw.copy_(rw);
+                 if (gb.defined()) gb.copy_(rb);
+               });
   return {grad_input, grad_weight, grad_bias};
 }
 

@@ -28,6 +28,7 @@
 #include "backend/guard.h"
 #include "backend/host_allocator.h"
 #include "backend/memory_ref.h"
+#include "backend/task.h"
 #include "backend/tensor_ops.h"
 #include "runtime/event.h"
 #include "runtime/memory.h"
@@ -60,11 +61,9 @@ std::shared_ptr<void> keep_alive(std::initializer_list<at::Tensor> tensors,
 // Queues dst.copy_(src) between CPU tensors (aliases of device bytes or host tensors) on `stream`.
 void enqueue_cpu_copy(vdev::rt::Stream& stream, at::Tensor dst_cpu, at::Tensor src_cpu,
                       std::shared_ptr<void> keep) {
-  VDEV_RT(stream.enqueue("copy_", [dst_cpu, src_cpu, keep = std::move(keep)]() mutable {
-    // The worker decides nothing: plain CPU tensors, no autograd, whatever the caller's TLS was.
-    c10::impl::ExcludeDispatchKeyGuard no_autograd(c10::autograd_dispatch_keyset);
-    dst_cpu.copy_(src_cpu);
-  }));
+  enqueue_task(stream, "copy_", [dst_cpu, src_cpu, keep = std::move(keep)]() mutable {
+    dst_cpu.copy_(src_cpu);  // plain CPU tensors: enqueue_task runs it below autograd
+  });
 }
 
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {

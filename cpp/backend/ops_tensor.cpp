@@ -24,6 +24,7 @@
 #include "backend/cpu_view.h"
 #include "backend/guard.h"
 #include "backend/memory_ref.h"
+#include "backend/task.h"
 #include "backend/tensor_ops.h"
 
 namespace vdev::backend {
@@ -137,22 +138,18 @@ at::Scalar vdev_local_scalar_dense(const at::Tensor& self) {
 at::Tensor& vdev_fill_(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
   vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
-  VDEV_RT(stream.enqueue("aten::fill_",
-                         [alias = cpu_alias(self), keep = retain_memory(self), value]() mutable {
-                           at::AutoDispatchBelowADInplaceOrView below_autograd;
-                           alias.fill_(value);
-                         }));
+  enqueue_task(stream, "aten::fill_",
+               [alias = cpu_alias(self), keep = retain_memory(self), value]() mutable {
+                 alias.fill_(value);
+               });
   return self;
 }
 
 at::Tensor& vdev_zero_(at::Tensor& self) {
   if (self.numel() == 0) return self;
   vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
-  VDEV_RT(stream.enqueue("aten::zero_",
-                         [alias = cpu_alias(self), keep = retain_memory(self)]() mutable {
-                           at::AutoDispatchBelowADInplaceOrView below_autograd;
-                           alias.zero_();
-                         }));
+  enqueue_task(stream, "aten::zero_",
+               [alias = cpu_alias(self), keep = retain_memory(self)]() mutable { alias.zero_(); });
   return self;
 }
 
