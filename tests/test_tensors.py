@@ -322,5 +322,6 @@ def test_device_memory_capacity_is_enforced_and_device_keeps_working():
     )
     assert r.returncode == 0, r.stderr
     oom, after = r.stdout.strip().splitlines()
-    assert "out of memory: tried to allocate 4.00 MiB" in oom and "capacity 1.00 MiB" in oom
+    assert "out of memory. Tried to allocate 4.00 MiB" in oom
+    assert "total capacity of 1.00 MiB" in oom
     assert after == "3000.0 vdev:0"

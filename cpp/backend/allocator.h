@@ -1,17 +1,15 @@
-// The vdev device allocator (a c10::DeviceAllocator registered for PrivateUse1).
+// The vdev device allocator (a c10::DeviceAllocator registered for PrivateUse1): a caching
+// allocator with CUDA's stream semantics (backend/device_cache.h) in front of the runtime's
+// protected device memory (runtime/memory.h).
 //
-// This first allocator does not cache: every allocation is its own runtime allocation (one
-// segment, one block), freed back to the runtime when the last DataPtr goes away. Its statistics
-// follow torch.cuda.memory_stats' model with that simple shape (allocated == reserved == active).
-// Blocks are allocated on the calling thread's *current* vdev device, as CUDA's allocator does:
-// callers put a DeviceGuard on the target device first.
+// Blocks are allocated on the calling thread's *current* vdev device and for that device's current
+// stream, as CUDA's allocator does: callers put a DeviceGuard on the target device first. A block
+// is reused at once by later allocations on the same stream; use on another stream must be
+// declared with recordStream (Tensor.record_stream), exactly as on CUDA. Queued tasks therefore
+// hold no reference on device memory.
 //
-// Memory lifetime is stream-ordered without bookkeeping here: each block is reference counted, the
-// DataPtr holds one reference and every queued task that uses the block holds another
-// (retain_device_memory), so the block is freed (possibly on a stream worker) only once no queued
-// work uses it. The caching allocator with stream-ordered reuse replaces this class (issue 5).
-//
-// Thread rules: every method is safe from any thread (statistics under one mutex).
+// Thread rules: every function is safe from any thread. Stream workers must not free device
+// memory (see backend/device_cache.h).
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -27,11 +25,9 @@ namespace vdev::backend {
 // The process-wide allocator instance (also reachable through c10::GetAllocator(PrivateUse1)).
 VDEV_BACKEND_API c10::DeviceAllocator* device_allocator();
 
-// Keeps the device memory behind `data_ptr` allocated until the returned handle is released,
-// independently of the Storage that owns it. Queued tasks hold these, never Storages: releasing a
-// Storage can call into Python (its PyObject) and so needs the GIL, which a stream worker must
-// never take. Null for an empty allocation or memory this allocator does not own.
-std::shared_ptr<void> retain_device_memory(const c10::DataPtr& data_ptr);
+// torch.vdev.set_per_process_memory_fraction: limits what this process may reserve on `device`.
+// Raises ValueError outside 0..1, IndexError for a bad device.
+VDEV_BACKEND_API void set_memory_fraction(double fraction, int device);
 
 // Grows or shrinks `storage` to `nbytes` on its own device, keeping the first min(old, new) bytes.
 // Used by resize_ and by UntypedStorage.resize_ (through the hooks).

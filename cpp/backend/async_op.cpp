@@ -7,6 +7,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,7 +18,6 @@
 #include "backend/check.h"
 #include "backend/cpu_view.h"
 #include "backend/guard.h"
-#include "backend/memory_ref.h"
 #include "backend/meta_cache.h"
 #include "backend/out_variants.h"
 #include "backend/task.h"
@@ -186,6 +186,7 @@ std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& s, const 
 // out= overloads that turned out to resize their output internally (to an intermediate shape),
 // which a fixed-size device alias cannot allow: their functional form is used instead.
 struct UnsafeOutOverloads {
+  std::atomic<bool> any{false};  // lets the common case skip the lock
   std::mutex mu;
   std::unordered_set<c10::OperatorName> names;
 };
@@ -194,12 +195,14 @@ UnsafeOutOverloads& unsafe_out_overloads() {
   return *u;
 }
 bool is_unsafe_out(const c10::OperatorHandle& op) {
+  if (!unsafe_out_overloads().any.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(unsafe_out_overloads().mu);
   return unsafe_out_overloads().names.count(op.operator_name()) != 0;
 }
 void mark_unsafe_out(const c10::OperatorHandle& op) {
   std::lock_guard<std::mutex> lock(unsafe_out_overloads().mu);
   unsafe_out_overloads().names.insert(op.operator_name());
+  unsafe_out_overloads().any.store(true, std::memory_order_release);
 }
 
 void copy_result(at::Tensor dst, const at::Tensor& src) {
@@ -229,7 +232,6 @@ struct Launch {
   torch::jit::Stack args;                     // CPU aliases and snapshots of the arguments
   std::vector<c10::IValue> outputs;           // aliases of fresh outputs (empty otherwise)
   std::vector<std::size_t> out_args;          // positions of out= arguments (in-place/out ops)
-  std::shared_ptr<MemoryRefs> keep;           // the blocks of every vdev tensor it touches
 
   void operator()() {
     try {
@@ -297,6 +299,48 @@ struct Launch {
   }
 };
 
+// Builds the plan for an operator and argument signature seen for the first time: eligibility,
+// output metadata from the meta kernel, and what the schema says about each return.
+std::shared_ptr<const MetaResult> make_plan(const c10::OperatorHandle& op,
+                                            const torch::jit::Stack& stack, std::size_t first,
+                                            std::size_t nargs) {
+  const c10::FunctionSchema& schema = op.schema();
+  if (!eligible(schema, stack, first)) return std::make_shared<MetaResult>();  // ok = false
+  auto plan = std::make_shared<MetaResult>(run_meta(op, stack, first, nargs));
+  const auto& rets = schema.returns();
+  if (!plan->ok || plan->returns.size() != rets.size()) {
+    plan->ok = false;
+    return plan;
+  }
+  std::size_t n_aliased = 0;
+  for (const auto& r : rets) {
+    const std::optional<std::size_t> j = aliased_argument(schema, r);
+    plan->aliased.push_back(j ? static_cast<int>(*j) : -1);
+    n_aliased += j ? 1 : 0;
+  }
+  if (n_aliased != 0 && n_aliased != rets.size()) {
+    plan->ok = false;  // mixed fresh and mutated returns
+    return plan;
+  }
+  plan->all_fresh = n_aliased == 0;
+  if (plan->all_fresh && !rets.empty()) {
+    bool single_tensors = true;
+    for (const MetaReturn& m : plan->returns) {
+      single_tensors &= m.kind == MetaReturn::Tensor && m.tensors[0].defined;
+    }
+    if (single_tensors) plan->out_op = out_variant_of(op);
+  } else {
+    const auto& sargs = schema.arguments();
+    for (std::size_t j = 0; j < sargs.size(); ++j) {
+      const c10::AliasInfo* a = sargs[j].alias_info();
+      if (a != nullptr && a->isWrite() && sargs[j].kwarg_only() && stack[first + j].isTensor()) {
+        plan->out_args.push_back(j);
+      }
+    }
+  }
+  return plan;
+}
+
 }  // namespace
 
 bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -304,32 +348,29 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
   const c10::FunctionSchema& schema = op.schema();
   const std::size_t nargs = schema.arguments().size();
   const std::size_t first = stack->size() - nargs;
-  if (!eligible(schema, *stack, first)) return false;
 
-  // 1. Output metadata: cached by signature, else from the meta kernel. A failure means "not
-  // asynchronously" (and is cached as such).
-  const std::string opname = schema.name() + "." + schema.overload_name();
-  const std::optional<std::string> key = meta_cache_key(opname, *stack, first, nargs);
-  std::optional<MetaResult> meta = key ? meta_cache_find(*key) : std::nullopt;
-  if (!meta) {
-    meta = run_meta(op, *stack, first, nargs);
-    if (key) meta_cache_store(*key, *meta);
+  // 1. The plan: cached by signature (the key is built in a reused buffer), else made now. A plan
+  // that says "not asynchronously" is cached as such.
+  thread_local std::string key;
+  std::shared_ptr<const MetaResult> plan;
+  const bool keyed = meta_cache_key(key, schema, *stack, first, nargs);
+  if (keyed) plan = meta_cache_find(key);
+  if (!plan) {
+    std::string miss_key = keyed ? key : std::string();  // the meta call may reenter
+    plan = make_plan(op, *stack, first, nargs);
+    if (keyed) meta_cache_store(miss_key, plan);
   }
+  if (!plan->ok) return false;
   const auto& rets = schema.returns();
-  if (!meta->ok || meta->returns.size() != rets.size()) return false;
-  std::size_t n_aliased = 0;
-  for (const auto& r : rets) n_aliased += aliased_argument(schema, r).has_value() ? 1 : 0;
-  if (n_aliased != 0 && n_aliased != rets.size()) return false;  // mixed fresh/mutated returns
 
   // 2. Outputs on the device: the mutated argument itself, or freshly allocated.
   const c10::DeviceGuard guard(device);
   std::vector<c10::IValue> outputs;
-  bool all_fresh = true;
+  outputs.reserve(rets.size());
   for (std::size_t i = 0; i < rets.size(); ++i) {
-    const MetaReturn& m = meta->returns[i];
-    if (auto j = aliased_argument(schema, rets[i])) {
-      all_fresh = false;
-      c10::IValue real = (*stack)[first + *j];
+    const MetaReturn& m = plan->returns[i];
+    if (plan->aliased[i] >= 0) {
+      c10::IValue real = (*stack)[first + static_cast<std::size_t>(plan->aliased[i])];
       if (real.isTensor() && m.kind == MetaReturn::Tensor && m.tensors[0].defined &&
           real.toTensor().sizes() != c10::IntArrayRef(m.tensors[0].sizes)) {
         vdev_resize_(real.toTensor(), c10::fromIntArrayRefSlow(m.tensors[0].sizes),
@@ -348,34 +389,23 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
   }
 
   // 3. The task's stack: CPU aliases of device tensors, snapshots of CPU tensors.
-  Launch launch{op, std::nullopt, {}, {}, {}, std::make_shared<MemoryRefs>()};
+  Launch launch{op, std::nullopt, {}, {}, {}};
   auto alias = [&](const at::Tensor& t) -> at::Tensor {
     if (!t.defined()) return t;
-    if (is_vdev(t)) {
-      launch.keep->push_back(retain_memory(t));
-      return cpu_alias(t);
-    }
+    if (is_vdev(t)) return cpu_alias(t);  // stream-ordered by the allocator: nothing to hold
     return t.clone();
   };
   launch.args.reserve(nargs);
   for (std::size_t i = first; i < stack->size(); ++i) {
     launch.args.push_back(map_tensors((*stack)[i], alias));
   }
-  if (all_fresh && !rets.empty()) {
-    bool single_tensors = true;
-    for (const auto& o : outputs) single_tensors &= o.isTensor();
-    launch.out_op = single_tensors ? out_variant_of(op) : std::nullopt;
+  if (plan->all_fresh && !rets.empty()) {
+    launch.out_op = plan->out_op;
     if (launch.out_op && is_unsafe_out(*launch.out_op)) launch.out_op.reset();
+    launch.outputs.reserve(outputs.size());
     for (const auto& o : outputs) launch.outputs.push_back(map_tensors(o, alias));
   } else {
-    for (const auto& o : outputs) map_tensors(o, alias);  // retain mutated outputs too
-    const auto& sargs = schema.arguments();
-    for (std::size_t j = 0; j < sargs.size(); ++j) {
-      const c10::AliasInfo* a = sargs[j].alias_info();
-      if (a != nullptr && a->isWrite() && sargs[j].kwarg_only() && launch.args[j].isTensor()) {
-        launch.out_args.push_back(j);
-      }
-    }
+    launch.out_args = plan->out_args;
   }
 
   vdev::rt::Stream& stream = current_runtime_stream(device.index());

@@ -7,8 +7,8 @@
 // by a snapshot. The task then runs the CPU kernel on those aliases on the stream's worker: the
 // out= overload writing straight into the outputs when there is one (backend/out_variants.h),
 // otherwise the functional kernel followed by a copy into the outputs. In-place and out= operators
-// write through their aliases. The task retains the block of every vdev tensor it touches (never
-// a Storage: backend/memory_ref.h).
+// write through their aliases. The task holds no device memory: the caching allocator orders the
+// reuse of freed blocks by streams (backend/device_cache.h), as CUDA's does.
 //
 // try_enqueue_operator() returns false, having changed nothing, when the operator cannot run this
 // way: its output shape depends on data (the meta kernel fails), it has no meta kernel, it returns

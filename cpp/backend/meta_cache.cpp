@@ -11,7 +11,7 @@ constexpr std::size_t kMaxEntries = 8192;
 
 struct Cache {
   std::mutex mu;
-  std::unordered_map<std::string, MetaResult> entries;
+  std::unordered_map<std::string, std::shared_ptr<const MetaResult>> entries;
 };
 
 Cache& cache() {
@@ -29,7 +29,7 @@ void put_tensor(std::string& k, const at::Tensor& t) {
     k.push_back('u');
     return;
   }
-  k.push_back(t.device().is_cpu() ? 'c' : 'v');
+  put(k, static_cast<int8_t>(t.device().type()));  // vdev, cpu, or another (then declined)
   put(k, static_cast<int8_t>(t.scalar_type()));
   put(k, static_cast<int8_t>((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0)));
   put(k, static_cast<int32_t>(t.dim()));
@@ -101,24 +101,27 @@ bool put_value(std::string& k, const c10::IValue& v) {
 
 }  // namespace
 
-std::optional<std::string> meta_cache_key(const std::string& op, const torch::jit::Stack& stack,
-                                          std::size_t first, std::size_t n) {
-  std::string k = op;
+bool meta_cache_key(std::string& k, const c10::FunctionSchema& op, const torch::jit::Stack& stack,
+                    std::size_t first, std::size_t n) {
+  k.clear();  // keeps its capacity
+  k.append(op.name());
+  k.push_back('.');
+  k.append(op.overload_name());
   k.push_back('\0');
   for (std::size_t i = first; i < first + n; ++i) {
-    if (!put_value(k, stack[i])) return std::nullopt;
+    if (!put_value(k, stack[i])) return false;
   }
-  return k;
+  return true;
 }
 
-std::optional<MetaResult> meta_cache_find(const std::string& key) {
+std::shared_ptr<const MetaResult> meta_cache_find(const std::string& key) {
   std::lock_guard<std::mutex> lock(cache().mu);
   auto it = cache().entries.find(key);
-  if (it == cache().entries.end()) return std::nullopt;
+  if (it == cache().entries.end()) return nullptr;
   return it->second;
 }
 
-void meta_cache_store(const std::string& key, MetaResult result) {
+void meta_cache_store(const std::string& key, std::shared_ptr<const MetaResult> result) {
   std::lock_guard<std::mutex> lock(cache().mu);
   if (cache().entries.size() >= kMaxEntries) cache().entries.clear();
   cache().entries.emplace(key, std::move(result));

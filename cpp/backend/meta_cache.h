@@ -14,6 +14,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/stack.h>
 
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,15 +36,22 @@ struct MetaReturn {
   std::vector<MetaTensor> tensors;
 };
 
+// Everything the executor decides from an operator and its arguments' metadata, computed once per
+// key: the meta kernel's outputs and what the schema says about them.
 struct MetaResult {
-  bool ok = false;  // false: the meta call failed (data-dependent shape, no meta kernel)
+  bool ok = false;  // false: run synchronously (not eligible, meta call failed, mixed returns)
   std::vector<MetaReturn> returns;
+  std::vector<int> aliased;                   // per return: the argument it writes, or -1 (fresh)
+  bool all_fresh = false;                     // every return is a fresh output
+  std::vector<std::size_t> out_args;          // kwarg-only written tensor arguments (out= ops)
+  std::optional<c10::OperatorHandle> out_op;  // out= overload for all-fresh single-tensor returns
 };
 
-// The key for `op` applied to stack[first, first + n), or nullopt if it cannot be keyed exactly.
-std::optional<std::string> meta_cache_key(const std::string& op, const torch::jit::Stack& stack,
-                                          std::size_t first, std::size_t n);
-std::optional<MetaResult> meta_cache_find(const std::string& key);
-void meta_cache_store(const std::string& key, MetaResult result);
+// Writes into `key` the key for `op` applied to stack[first, first + n); false if the arguments
+// cannot be keyed exactly. `key` is reused by the caller (a thread-local buffer: no allocation).
+bool meta_cache_key(std::string& key, const c10::FunctionSchema& op, const torch::jit::Stack& stack,
+                    std::size_t first, std::size_t n);
+std::shared_ptr<const MetaResult> meta_cache_find(const std::string& key);
+void meta_cache_store(const std::string& key, std::shared_ptr<const MetaResult> result);
 
 }  // namespace vdev::backend

@@ -1,16 +1,17 @@
 #include "runtime/memory.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
 
+#include "runtime/arena.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
+#include "runtime/host_access.h"
 #include "runtime/process.h"
 #include "runtime/stream.h"
 
@@ -23,8 +24,8 @@ struct Allocation {
   int device;
 };
 
-// One lock for the whole table: allocation is not yet on a hot path that needs more (the caching
-// allocator in the backend will sit in front of this).
+// One lock for the whole table: runtime allocations are rare (the backend's caching allocator sits
+// in front of them). Address translation does not use it (runtime/arena.h).
 struct Table {
   std::mutex mu;
   std::map<std::uintptr_t, Allocation> live;  // keyed by start address, for range lookups
@@ -69,30 +70,21 @@ void* device_malloc(int device, std::size_t nbytes) {
   mark_initialised();
   const std::size_t size = round_up(nbytes);
   Table& t = table();
-  {
-    std::lock_guard<std::mutex> lock(t.mu);
-    MemoryStats& s = t.stats[static_cast<std::size_t>(device)];
-    if (size > s.capacity - s.allocated || nbytes > size) {
-      ++s.num_ooms;
-      fail<OutOfMemory>("device_malloc", "vdev:", device, " out of memory: tried to allocate ",
-                        human(nbytes), "; device capacity ", human(s.capacity), ", ",
-                        human(s.capacity - s.allocated), " free, ", human(s.allocated),
-                        " allocated");
-    }
-    s.allocated += size;  // reserve before allocating outside the lock
-    s.requested += nbytes;
-  }
-  void* p = std::aligned_alloc(kDeviceAlignment, size);
   std::lock_guard<std::mutex> lock(t.mu);
   MemoryStats& s = t.stats[static_cast<std::size_t>(device)];
+  void* p = nullptr;
+  if (size <= s.capacity - s.allocated && nbytes <= size) {
+    p = arena::reserve(device, size, s.capacity);
+  }
   if (p == nullptr) {
-    s.allocated -= size;
-    s.requested -= nbytes;
     ++s.num_ooms;
     fail<OutOfMemory>("device_malloc", "vdev:", device, " out of memory: tried to allocate ",
-                      human(nbytes), "; the host could not provide the backing memory");
+                      human(nbytes), "; device capacity ", human(s.capacity), ", ",
+                      human(s.capacity - s.allocated), " free, ", human(s.allocated), " allocated");
   }
   t.live.emplace(reinterpret_cast<std::uintptr_t>(p), Allocation{size, nbytes, device});
+  s.allocated += size;
+  s.requested += nbytes;
   s.peak_allocated = std::max(s.peak_allocated, s.allocated);
   ++s.num_allocs;
   return p;
@@ -101,30 +93,42 @@ void* device_malloc(int device, std::size_t nbytes) {
 void device_free(void* ptr) noexcept {
   if (ptr == nullptr || in_bad_fork()) return;
   Table& t = table();
-  {
-    std::lock_guard<std::mutex> lock(t.mu);
-    auto it = t.live.find(reinterpret_cast<std::uintptr_t>(ptr));
-    if (it == t.live.end()) return;  // not ours: ignore rather than corrupt the heap
-    MemoryStats& s = t.stats[static_cast<std::size_t>(it->second.device)];
-    s.allocated -= it->second.size;
-    s.requested -= it->second.requested;
-    ++s.num_frees;
-    t.live.erase(it);
-  }
-  std::free(ptr);
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.live.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == t.live.end()) return;  // not ours: ignore rather than corrupt the arena
+  const Allocation a = it->second;
+  MemoryStats& s = t.stats[static_cast<std::size_t>(a.device)];
+  s.allocated -= a.size;
+  s.requested -= a.requested;
+  ++s.num_frees;
+  t.live.erase(it);
+  arena::release(a.device, ptr, a.size);
 }
 
 int pointer_device(const void* ptr) noexcept {
-  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  auto it = t.live.upper_bound(addr);
-  if (it == t.live.begin()) return -1;
-  --it;
-  return addr < it->first + it->second.size ? it->second.device : -1;
+  // Any address inside a device's arena belongs to that device (a PyTorch pointer into a device
+  // tensor never points elsewhere): no lock and no table lookup.
+  return arena::device_of(reinterpret_cast<std::uintptr_t>(ptr));
 }
 
-void* kernel_address(const void* ptr) noexcept { return const_cast<void*>(ptr); }
+void* kernel_address(const void* ptr) noexcept { return arena::to_kernel(ptr); }
+
+bool device_memory_protected(int device) noexcept {
+  return device >= 0 && device < device_count_noexcept() && arena::is_protected(device);
+}
+
+bool try_find_allocation(std::uintptr_t addr, std::uintptr_t* start, std::size_t* size) noexcept {
+  Table& t = table();
+  std::unique_lock<std::mutex> lock(t.mu, std::try_to_lock);
+  if (!lock.owns_lock()) return false;  // in a signal handler: never wait
+  auto it = t.live.upper_bound(addr);
+  if (it == t.live.begin()) return false;
+  --it;
+  if (addr >= it->first + it->second.size) return false;
+  *start = it->first;
+  *size = it->second.size;
+  return true;
+}
 
 MemoryStats memory_stats(int device) {
   check_device_index(device, "memory_stats");

@@ -1,11 +1,11 @@
 // Device memory of the simulated driver: allocation with a per-device capacity, pointer lookup,
 // and synchronous copies between host and device memory.
 //
-// Addresses returned by device_malloc are *device addresses*: the host must not dereference them.
-// Kernels and copies reach the bytes through kernel_address(), the one translation point between
-// the two views. Today both are the same host memory; protected device memory (a mapping that
-// faults on host access plus a second, writable mapping for kernels) replaces the body of
-// kernel_address without changing any caller.
+// Addresses returned by device_malloc are *device addresses*: they lie in a PROT_NONE range, and
+// host code that dereferences one faults (with a diagnostic, runtime/host_access.h). Kernels and
+// copies reach the bytes through kernel_address(), the one translation point between the two
+// views (runtime/arena.h). Freed memory goes back to the system at once: the caching allocator of
+// the backend sits in front of device_malloc so that freeing is rare.
 //
 // Fork (runtime/process.h): allocating marks the runtime initialised; in a child forked after
 // that, device_malloc throws and device_free leaks (the table's lock may be held by a thread that
@@ -48,8 +48,11 @@ VDEV_RT_API void device_free(void* ptr) noexcept;
 // The device owning the live allocation that contains `ptr`, or -1.
 VDEV_RT_API int pointer_device(const void* ptr) noexcept;
 
-// Address through which kernels and copies access the bytes at device address `ptr`.
+// Address through which kernels and copies access the bytes at device address `ptr` (an offset
+// into the device's kernel view, runtime/arena.h; `ptr` itself for a host address).
 VDEV_RT_API void* kernel_address(const void* ptr) noexcept;
+// True once `device` has memory and its device addresses fault on host access.
+VDEV_RT_API bool device_memory_protected(int device) noexcept;
 
 VDEV_RT_API MemoryStats memory_stats(int device);
 VDEV_RT_API void reset_peak_memory(int device);

@@ -111,7 +111,13 @@ bool Stream::query() const noexcept { return completed_.load() == enqueued_.load
 
 void Stream::synchronize() {
   check_not_forked("synchronize");
-  const std::uint64_t target = enqueued_.load();
+  wait_for(enqueued_.load());
+  std::unique_lock<std::mutex> lock(mu_);
+  throw_pending_error_locked(lock);
+}
+
+void Stream::wait_for(std::uint64_t target) noexcept {
+  if (in_bad_fork()) return;  // no worker will ever complete anything here
   auto done = [&] { return completed_.load() >= target || stopping(); };
   if (!spin_until(done, kHostSpin)) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -123,8 +129,6 @@ void Stream::synchronize() {
       done_cv_.wait_for(lock, std::chrono::milliseconds(100));  // also polls `stopping`
     }
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  throw_pending_error_locked(lock);
 }
 
 std::optional<std::string> Stream::peek_error() const {
@@ -270,6 +274,19 @@ void synchronize_device(int device) {
     }
   }
   if (first) throw std::runtime_error(*first);
+}
+
+void wait_device_idle(int device) noexcept {
+  DeviceStreams* ds = nullptr;
+  try {
+    ds = device_streams(device);
+  } catch (...) {
+    return;
+  }
+  for (auto& slot : ds->slots) {
+    Stream* s = slot.load(std::memory_order_acquire);
+    if (s != nullptr) s->wait_for(s->enqueued_count());
+  }
 }
 
 void stop_all_streams(std::chrono::milliseconds limit) noexcept {

@@ -78,8 +78,14 @@ class VDEV_RT_API Stream {
   void synchronize();
   // The pending error without consuming it (events use it to carry errors).
   std::optional<std::string> peek_error() const;
-  // Number of tasks enqueued so far (for tests and benchmarks).
+  // Number of tasks enqueued / finished so far. A pair (stream, enqueued_count()) is a fence: the
+  // work queued before it has finished once completed_count() reaches it (the caching allocator
+  // uses fences to know when a block used on another stream may be reused).
   std::uint64_t enqueued_count() const noexcept { return enqueued_.load(); }
+  std::uint64_t completed_count() const noexcept { return completed_.load(); }
+  // Waits until completed_count() >= count (or process exit), without throwing the pending
+  // error: for callers that must wait for memory, not report errors.
+  void wait_for(std::uint64_t count) noexcept;
 
   // Process exit: wake the worker so that it stops. Returns true if the worker is idle or gone.
   void request_stop();
@@ -129,6 +135,9 @@ VDEV_RT_API Stream& exchange_current_stream(Stream& s);
 
 // Waits for every stream of `device` that has ever been used, then throws the first pending error.
 VDEV_RT_API void synchronize_device(int device);
+// Waits for every stream of `device` without throwing (errors stay pending for the next
+// synchronize). For allocators that must know no queued work uses memory they release.
+VDEV_RT_API void wait_device_idle(int device) noexcept;
 
 // Process exit (runtime/process.h): stops every worker, waiting up to `limit` for running tasks.
 void stop_all_streams(std::chrono::milliseconds limit) noexcept;

@@ -92,6 +92,10 @@ static void test_memory_accounting_and_copies() {
   EXPECT(reinterpret_cast<std::uintptr_t>(p) % rt::kDeviceAlignment == 0);
   EXPECT(rt::memory_stats(1).allocated == before + 1024);
   EXPECT(rt::pointer_device(static_cast<char*>(p) + 999) == 1);
+  // Device addresses are not host addresses: kernels reach the bytes through another view.
+  EXPECT(rt::device_memory_protected(1));
+  EXPECT(rt::kernel_address(p) != p);
+  EXPECT(rt::pointer_device(rt::kernel_address(p)) == -1);
   std::vector<unsigned char> in(1000), out(1000);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned char>(i * 7);
   rt::memcpy_host_to_device(p, in.data(), in.size());
