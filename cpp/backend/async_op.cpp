@@ -229,9 +229,16 @@ void copy_results(const std::vector<c10::IValue>& dst, const torch::jit::Stack& 
 struct Launch {
   c10::OperatorHandle op;                     // as called: functional, in-place or out=
   std::optional<c10::OperatorHandle> out_op;  // its out= overload, when all outputs are fresh
-  torch::jit::Stack args;                     // CPU aliases and snapshots of the arguments
-  std::vector<c10::IValue> outputs;           // aliases of fresh outputs (empty otherwise)
-  std::vector<std::size_t> out_args;          // positions of out= arguments (in-place/out ops)
+  // The arguments: snapshots of CPU tensors and other values; vdev tensors are made into CPU
+  // aliases on the worker from arg_specs (position, spec), or, inside tensor lists, on the host.
+  torch::jit::Stack args;
+  c10::SmallVector<std::pair<std::size_t, AliasSpec>, 3> arg_specs;
+  // Fresh outputs: single tensors as specs (aliases made on the worker), other returns (tensor
+  // lists, None) as host-made IValues in `host_outputs` at the same positions.
+  bool fresh_outputs = false;
+  c10::SmallVector<std::optional<AliasSpec>, 2> output_specs;
+  std::vector<c10::IValue> host_outputs;
+  std::vector<std::size_t> out_args;  // positions of out= arguments (in-place/out ops)
 
   void operator()() {
     try {
@@ -243,10 +250,16 @@ struct Launch {
   }
 
   void run() {
-    torch::jit::Stack stack = args;
-    if (outputs.empty()) {  // in-place / out=: writes through the argument aliases
-      run_mutating(stack);
+    const torch::jit::Stack made = make_args();
+    torch::jit::Stack stack = made;
+    if (!fresh_outputs) {  // in-place / out=: writes through the argument aliases
+      run_mutating(made, stack);
       return;
+    }
+    std::vector<c10::IValue> outputs =
+        host_outputs.empty() ? std::vector<c10::IValue>(output_specs.size()) : host_outputs;
+    for (std::size_t i = 0; i < output_specs.size(); ++i) {
+      if (output_specs[i]) outputs[i] = output_specs[i]->make();
     }
     if (out_op) {
       // Separate alias objects: an out= kernel may resize them before failing, and `outputs` must
@@ -261,18 +274,24 @@ struct Launch {
         }
         mark_unsafe_out(*out_op);  // it resized its output: use the functional form from now on
       }
-      stack = args;
+      stack = made;
     }
     op.callBoxed(&stack);
     copy_results(outputs, stack);
   }
 
+  torch::jit::Stack make_args() const {
+    torch::jit::Stack stack = args;
+    for (const auto& [i, spec] : arg_specs) stack[i] = spec.make();
+    return stack;
+  }
+
   // Some out= kernels resize their output to an intermediate shape and back (mse_loss.out with a
   // reduction): a fixed-size device alias cannot allow that, so they get resizable CPU
   // temporaries, copied into the device outputs afterwards.
-  void run_mutating(torch::jit::Stack& stack) {
+  void run_mutating(const torch::jit::Stack& made, torch::jit::Stack& stack) {
     if (!out_args.empty() && !is_unsafe_out(op)) {
-      for (std::size_t j : out_args) stack[j] = at::alias(args[j].toTensor());  // own metadata
+      for (std::size_t j : out_args) stack[j] = at::alias(made[j].toTensor());  // own metadata
       try {
         op.callBoxed(&stack);
         return;
@@ -282,19 +301,19 @@ struct Launch {
         }
         mark_unsafe_out(op);
       }
-      stack = args;
+      stack = made;
     } else if (out_args.empty()) {
       op.callBoxed(&stack);
       return;
     }
     std::vector<at::Tensor> temps;
     for (std::size_t j : out_args) {
-      temps.push_back(at::empty_like(args[j].toTensor()));
+      temps.push_back(at::empty_like(made[j].toTensor()));
       stack[j] = temps.back();
     }
     op.callBoxed(&stack);
     for (std::size_t k = 0; k < out_args.size(); ++k) {
-      copy_result(args[out_args[k]].toTensor(), temps[k]);
+      copy_result(made[out_args[k]].toTensor(), temps[k]);
     }
   }
 };
@@ -388,22 +407,38 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
     }
   }
 
-  // 3. The task's stack: CPU aliases of device tensors, snapshots of CPU tensors.
-  Launch launch{op, std::nullopt, {}, {}, {}};
+  // 3. The task: specs of device tensors (aliased on the worker), snapshots of CPU tensors. Device
+  // memory needs no reference: the allocator orders its reuse by streams.
+  Launch launch{op};
   auto alias = [&](const at::Tensor& t) -> at::Tensor {
     if (!t.defined()) return t;
-    if (is_vdev(t)) return cpu_alias(t);  // stream-ordered by the allocator: nothing to hold
+    if (is_vdev(t)) return cpu_alias(t);
     return t.clone();
   };
   launch.args.reserve(nargs);
   for (std::size_t i = first; i < stack->size(); ++i) {
-    launch.args.push_back(map_tensors((*stack)[i], alias));
+    const c10::IValue& v = (*stack)[i];
+    if (v.isTensor() && is_vdev(v.toTensor())) {
+      launch.arg_specs.emplace_back(i - first, AliasSpec::of(v.toTensor()));
+      launch.args.emplace_back();  // placeholder
+    } else {
+      launch.args.push_back(map_tensors(v, alias));
+    }
   }
   if (plan->all_fresh && !rets.empty()) {
+    launch.fresh_outputs = true;
     launch.out_op = plan->out_op;
     if (launch.out_op && is_unsafe_out(*launch.out_op)) launch.out_op.reset();
-    launch.outputs.reserve(outputs.size());
-    for (const auto& o : outputs) launch.outputs.push_back(map_tensors(o, alias));
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const c10::IValue& o = outputs[i];
+      if (o.isTensor() && is_vdev(o.toTensor())) {
+        launch.output_specs.emplace_back(AliasSpec::of(o.toTensor()));
+      } else {
+        launch.output_specs.emplace_back();
+        launch.host_outputs.resize(outputs.size());  // only when some return needs it
+        launch.host_outputs[i] = map_tensors(o, alias);
+      }
+    }
   } else {
     launch.out_args = plan->out_args;
   }

@@ -21,12 +21,12 @@ using c10::CachingDeviceAllocator::DeviceStats;
 
 namespace {
 
-constexpr std::size_t kMinBlockSize = 512;         // every request is rounded up to this
-constexpr std::size_t kSmallSize = 1 << 20;        // largest request of the small pool
-constexpr std::size_t kSmallBuffer = 2 << 20;      // segment size of the small pool
-constexpr std::size_t kLargeBuffer = 20 << 20;     // segment size for requests below kMinLargeAlloc
-constexpr std::size_t kMinLargeAlloc = 10 << 20;   // from here, segments fit the request
-constexpr std::size_t kRoundLarge = 2 << 20;       // ... rounded up to this
+constexpr std::size_t kMinBlockSize = 512;        // every request is rounded up to this
+constexpr std::size_t kSmallSize = 1 << 20;       // largest request of the small pool
+constexpr std::size_t kSmallBuffer = 2 << 20;     // segment size of the small pool
+constexpr std::size_t kLargeBuffer = 20 << 20;    // segment size for requests below kMinLargeAlloc
+constexpr std::size_t kMinLargeAlloc = 10 << 20;  // from here, segments fit the request
+constexpr std::size_t kRoundLarge = 2 << 20;      // ... rounded up to this
 
 std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 

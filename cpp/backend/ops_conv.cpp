@@ -18,7 +18,6 @@
 #include "backend/check.h"
 #include "backend/cpu_view.h"
 #include "backend/guard.h"
-#include "backend/memory_ref.h"
 #include "backend/task.h"
 
 namespace vdev::backend {
@@ -36,10 +35,6 @@ at::Tensor meta_like(const at::Tensor& t) {
 
 at::Tensor alias_or_undefined(const at::Tensor& t) { return t.defined() ? cpu_alias(t) : t; }
 
-void keep_memory(MemoryRefs& keep, const at::Tensor& t) {
-  if (t.defined()) keep.push_back(retain_memory(t));
-}
-
 at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias_opt, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
@@ -53,12 +48,10 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
   at::Tensor out = at::empty_strided(shape.sizes(), shape.strides(), input.options());
   ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
                output_padding.vec(), transposed,    groups};
-  auto keep = std::make_shared<MemoryRefs>();
-  for (const auto& t : {input, weight, bias, out}) keep_memory(*keep, t);
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
   enqueue_task(stream, "aten::convolution_overrideable",
                [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),
-                o = cpu_alias(out), p, keep]() mutable {
+                o = cpu_alias(out), p]() mutable {
                  o.copy_(at::convolution(
                      in, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt, p.stride,
                      p.padding, p.dilation, p.transposed, p.output_padding, p.groups));
@@ -81,15 +74,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
   if (output_mask[2]) grad_bias = at::empty_strided({bias_size}, {1}, weight.options());
   ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
                output_padding.vec(), transposed,    groups};
-  auto keep = std::make_shared<MemoryRefs>();
-  for (const auto& t : {grad_output, input, weight, grad_input, grad_weight, grad_bias}) {
-    keep_memory(*keep, t);
-  }
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
   enqueue_task(stream, "aten::convolution_backward_overrideable",
                [go = cpu_alias(grad_output), in = cpu_alias(input), w = cpu_alias(weight),
                 gi = alias_or_undefined(grad_input), gw = alias_or_undefined(grad_weight),
-                gb = alias_or_undefined(grad_bias), p, bias_size, output_mask, keep]() mutable {
+                gb = alias_or_undefined(grad_bias), p, bias_size, output_mask]() mutable {
                  auto [ri, rw, rb] = at::convolution_backward(
                      go, in, w, std::vector<int64_t>{bias_size}, p.stride, p.padding, p.dilation,
                      p.transposed, p.output_padding, p.groups, output_mask);

@@ -13,8 +13,9 @@
 //                    devices' current streams, as CUDA's copy kernel does).
 // A blocking copy waits only for the stream it uses. Same-dtype contiguous copies are one memcpy;
 // anything else (dtype conversion, broadcasting, strides) is a CPU copy_ between CPU aliases of the
-// device bytes (backend/cpu_view.h). Queued tasks retain the blocks they touch (never Storages,
-// backend/memory_ref.h), so no block is freed or reused while a copy that uses it is pending.
+// device bytes (backend/cpu_view.h). Queued copies retain the pinned host blocks they read or write
+// (never Storages, backend/memory_ref.h), so no pinned block is reused while a copy that uses it is
+// pending; device blocks are ordered by the caching allocator's stream semantics.
 #include <ATen/core/Tensor.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -44,8 +45,8 @@ bool same_bytes_layout(const at::Tensor& a, const at::Tensor& b) {
          b.is_contiguous() && !a.is_conj() && !b.is_conj() && !a.is_neg() && !b.is_neg();
 }
 
-// What a queued copy must keep alive: the blocks of vdev/pinned tensors it uses (never their
-// Storages, see backend/memory_ref.h) and host staging tensors it owns.
+// What a queued copy must keep alive: the pinned blocks it uses (never their Storages, see
+// backend/memory_ref.h) and host staging tensors it owns.
 std::shared_ptr<void> keep_alive(std::initializer_list<at::Tensor> tensors,
                                  at::Tensor staging = at::Tensor()) {
   struct Keep {
@@ -53,7 +54,9 @@ std::shared_ptr<void> keep_alive(std::initializer_list<at::Tensor> tensors,
     at::Tensor staging;
   };
   auto keep = std::make_shared<Keep>();
-  for (const at::Tensor& t : tensors) keep->refs.push_back(retain_memory(t));
+  for (const at::Tensor& t : tensors) {
+    if (auto ref = retain_memory(t)) keep->refs.push_back(std::move(ref));
+  }
   keep->staging = std::move(staging);
   return keep;
 }

@@ -23,7 +23,6 @@
 #include "backend/check.h"
 #include "backend/cpu_view.h"
 #include "backend/guard.h"
-#include "backend/memory_ref.h"
 #include "backend/task.h"
 #include "backend/tensor_ops.h"
 
@@ -139,22 +138,19 @@ at::Tensor& vdev_fill_(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
   vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
   enqueue_task(stream, "aten::fill_",
-               [alias = cpu_alias(self), keep = retain_memory(self), value]() mutable {
-                 alias.fill_(value);
-               });
+               [spec = AliasSpec::of(self), value] { spec.make().fill_(value); });
   return self;
 }
 
 at::Tensor& vdev_zero_(at::Tensor& self) {
   if (self.numel() == 0) return self;
   vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
-  enqueue_task(stream, "aten::zero_",
-               [alias = cpu_alias(self), keep = retain_memory(self)]() mutable { alias.zero_(); });
+  enqueue_task(stream, "aten::zero_", [spec = AliasSpec::of(self)] { spec.make().zero_(); });
   return self;
 }
 
-// Nothing to record with this allocator (queued tasks hold their storages), but the call is
-// validated and forwarded so that a caching allocator can hook in.
+// Tensor.record_stream: the caching allocator defers the block's reuse until the work queued on
+// `s` at the time of the free has finished (backend/device_cache.h).
 void vdev_record_stream(at::Tensor& self, c10::Stream s) {
   TORCH_CHECK_VALUE(s.device_type() == kVdev, "record_stream: expected a vdev stream, got one of ",
                     s.device());

@@ -6,8 +6,8 @@
 #include <array>
 #include <atomic>
 #include <map>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -88,7 +88,8 @@ void* map(std::size_t size, int prot) {
 
 // Creates the views of `a` (under a.mu).
 void create_locked(Arena& a, int device, std::size_t capacity) {
-  const std::size_t size = round_up(capacity == 0 ? kArenaGranularity : capacity, kArenaGranularity);
+  const std::size_t size =
+      round_up(capacity == 0 ? kArenaGranularity : capacity, kArenaGranularity);
   void* kernel = map(size, PROT_READ | PROT_WRITE);
   if (kernel == nullptr) {
     throw std::runtime_error("[device_malloc] cannot reserve " + std::to_string(size) +
@@ -145,7 +146,8 @@ void* to_kernel(const void* ptr) noexcept {
   auto& all = arenas();
   for (const Arena& a : all) {
     const std::uintptr_t base = a.device_base.load(std::memory_order_acquire);
-    if (base != 0 && addr - base < a.size) return reinterpret_cast<void*>(a.kernel_base + addr - base);
+    if (base != 0 && addr - base < a.size)
+      return reinterpret_cast<void*>(a.kernel_base + addr - base);
   }
   return const_cast<void*>(ptr);
 }

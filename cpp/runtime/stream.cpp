@@ -143,7 +143,8 @@ void Stream::start_worker_locked() {
 }
 
 void Stream::worker_loop() {
-  std::deque<Item> batch;
+  // Swapped with queue_: both vectors keep their capacity, so queueing allocates nothing once warm.
+  std::vector<Item> batch;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     if (queue_.empty()) {
