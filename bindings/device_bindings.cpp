@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "backend/allocator.h"
 #include "backend/guard.h"
 #include "bindings/bindings.h"
 #include "runtime/config.h"
@@ -111,6 +112,13 @@ void bind_device(nb::module_& m) {
       nb::arg("device"), nb::arg("stream_id"), "Priority of a vdev stream.");
   m.def("_event_elapsed_time", &backend::elapsed_time_by_ids, nb::arg("start_id"),
         nb::arg("end_id"), "Milliseconds between two recorded, completed, timing vdev events.");
+  m.def("_set_memory_fraction", &backend::set_memory_fraction, nb::arg("fraction"),
+        nb::arg("device"), "Limits what this process may reserve on the device (0..1).");
+  m.def("_get_memory_fraction", &backend::memory_fraction, nb::arg("device"));
+  m.def(
+      "_empty_cache", [] { backend::device_allocator()->emptyCache({0, 0}); },
+      nb::call_guard<nb::gil_scoped_release>(),
+      "Returns unused cached device memory of every device (waits for queued work first).");
   m.def(
       "_stream_priority_range",
       [] { return std::make_tuple(rt::kLowestStreamPriority, rt::kHighestStreamPriority); },

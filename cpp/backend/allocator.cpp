@@ -131,6 +131,11 @@ void set_memory_fraction(double fraction, int device) {
   caches().of(device).set_memory_fraction(fraction);
 }
 
+double memory_fraction(int device) {
+  VDEV_RT(vdev::rt::check_device_index(device, "get_per_process_memory_fraction"));
+  return caches().of(device).memory_fraction();
+}
+
 void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   TORCH_CHECK(storage->resizable(), "Trying to resize storage that is not resizable");
   const std::size_t old_nbytes = storage->nbytes();

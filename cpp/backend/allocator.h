@@ -28,6 +28,7 @@ VDEV_BACKEND_API c10::DeviceAllocator* device_allocator();
 // torch.vdev.set_per_process_memory_fraction: limits what this process may reserve on `device`.
 // Raises ValueError outside 0..1, IndexError for a bad device.
 VDEV_BACKEND_API void set_memory_fraction(double fraction, int device);
+VDEV_BACKEND_API double memory_fraction(int device);
 
 // Grows or shrinks `storage` to `nbytes` on its own device, keeping the first min(old, new) bytes.
 // Used by resize_ and by UntypedStorage.resize_ (through the hooks).

@@ -119,6 +119,8 @@ struct DeviceCache::State {
   DeviceStats stats;
   double fraction = 1.0;
 
+  State() { stats.max_split_size = -1; }  // blocks of any size may be split, as CUDA's default
+
   Pool& pool(bool small) { return small ? small_pool : large_pool; }
 
   std::size_t capacity() const { return vdev::rt::memory_stats(device).capacity; }
@@ -339,6 +341,11 @@ void DeviceCache::empty_cache() {
 void DeviceCache::set_memory_fraction(double fraction) {
   std::lock_guard<std::mutex> lock(s_->mu);
   s_->fraction = fraction;
+}
+
+double DeviceCache::memory_fraction() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return s_->fraction;
 }
 
 DeviceStats DeviceCache::stats() {

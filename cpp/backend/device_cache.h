@@ -64,6 +64,7 @@ class DeviceCache {
 
   // Limits the memory this process may reserve on the device to fraction * capacity.
   void set_memory_fraction(double fraction);
+  double memory_fraction();
 
   c10::CachingDeviceAllocator::DeviceStats stats();
   void reset_accumulated_stats();

@@ -15,6 +15,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch_vdev import _C
+from torch_vdev.vdev.memory import (
+    empty_cache,
+    get_per_process_memory_fraction,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    memory_summary,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+    set_per_process_memory_fraction,
+)
 from torch_vdev.vdev.random import manual_seed, manual_seed_all
 from torch_vdev.vdev.streams import (
     Event,
@@ -39,6 +53,18 @@ __all__ = [
     "device",
     "device_count",
     "device_of",
+    "empty_cache",
+    "get_per_process_memory_fraction",
+    "max_memory_allocated",
+    "max_memory_reserved",
+    "mem_get_info",
+    "memory_allocated",
+    "memory_reserved",
+    "memory_stats",
+    "memory_summary",
+    "reset_accumulated_memory_stats",
+    "reset_peak_memory_stats",
+    "set_per_process_memory_fraction",
     "get_device_capability",
     "get_device_name",
     "get_device_properties",
