@@ -8,6 +8,7 @@
 
 #include "backend/guard.h"
 #include "backend/hooks.h"
+#include "backend/host_allocator.h"
 #include "backend/task.h"
 #include "bindings/bindings.h"
 #include "runtime/config.h"
@@ -36,6 +37,12 @@ void bind_testing(nb::module_& m) {
   t.def("hooks_maybe_exchange_device", &backend::testing::hooks_maybe_exchange_device);
   t.def("guard_call", &backend::testing::guard_call);
   t.def("worker_intra_op_threads", &backend::testing::worker_intra_op_threads);
+  t.def(
+      "host_record_event",
+      [](std::uintptr_t ptr, int device, std::int64_t stream_id) {
+        return backend::testing::host_record_event(reinterpret_cast<void*>(ptr), device, stream_id);
+      },
+      "HostAllocator::record_event on the pinned block at `ptr` for (device, stream_id).");
 
   // Deterministic asynchrony (runtime/testing.h). Streams are named by (device, stream_id), the
   // fields of torch.Stream.

@@ -24,8 +24,13 @@ CUDA_STAT_ARRAYS = [
     "inactive_split_bytes",
     "requested_bytes",
 ]
-CUDA_COUNTERS = ["num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
-                 "num_device_free"]
+CUDA_COUNTERS = [
+    "num_alloc_retries",
+    "num_ooms",
+    "num_sync_all_streams",
+    "num_device_alloc",
+    "num_device_free",
+]
 
 
 def stats(device=0):
@@ -96,7 +101,8 @@ def test_out_of_memory_is_raised_like_cuda_and_the_device_keeps_working():
             print("OOM", str(e).replace("\\n", " "))
         s = torch.vdev.memory_stats()
         print(s["num_ooms"], s["num_alloc_retries"], torch.vdev.memory_reserved())
-        print(keep.sum().item(), (keep + 1).sum().item(), torch.empty(3 << 20, device="vdev").numel())
+        fresh = torch.empty(3 << 20, device="vdev")
+        print(keep.sum().item(), (keep + 1).sum().item(), fresh.numel())
         """,
         env={"VDEV_DEVICE_MEMORY": "16MiB"},
     )

@@ -73,28 +73,49 @@ def make_view(shape, steps, perm, offset, make):
     return view[tuple(slice(None, None, k) for k in steps)]
 
 
-DEVICE_PAIRS = [("cpu", "vdev:0"), ("vdev:0", "cpu"), ("vdev:0", "vdev:0"), ("vdev:0", "vdev:1")]
+# (source, destination, non_blocking); "pinned" is CPU memory from the pinned host allocator.
+COPY_CASES = [
+    ("cpu", "vdev:0", False),
+    ("vdev:0", "cpu", False),
+    ("vdev:0", "vdev:0", False),
+    ("vdev:0", "vdev:1", False),
+    ("cpu", "vdev:0", True),
+    ("pinned", "vdev:0", True),
+    ("pinned", "vdev:1", False),
+    ("vdev:0", "pinned", True),
+    ("vdev:1", "pinned", False),
+    ("vdev:0", "vdev:1", True),
+]
 
 
-@pytest.mark.parametrize("src_dev,dst_dev", DEVICE_PAIRS)
+def zeros_on(kind, shape, dtype):
+    if kind == "pinned":
+        t = torch.zeros(shape, dtype=dtype).pin_memory()
+        assert t.is_pinned()
+        return t
+    return torch.zeros(shape, dtype=dtype, device=kind)
+
+
+@pytest.mark.parametrize("src_dev,dst_dev,non_blocking", COPY_CASES)
 @given(case=strided_case())
-def test_copy_keeps_every_byte_for_any_shape_stride_dtype(src_dev, dst_dev, case):
+def test_copy_keeps_every_byte_for_any_shape_stride_dtype(src_dev, dst_dev, non_blocking, case):
     shape, dtype, steps, perm, offset, seed = case
     src_cpu = random_cpu_tensor(shape, dtype, seed)
     # Strided source: a view into a bigger buffer on the source device.
-    src = make_view(
-        shape, steps, perm, offset, lambda s: torch.zeros(s, dtype=dtype, device=src_dev)
-    )
+    src = make_view(shape, steps, perm, offset, lambda s: zeros_on(src_dev, s, dtype))
     src.copy_(src_cpu)  # itself a copy into a strided destination when src_dev is vdev
     dst = make_view(
         shape,
         steps[::-1] if steps else steps,
         perm,
         offset + 1,
-        lambda s: torch.zeros(s, dtype=dtype, device=dst_dev),
+        lambda s: zeros_on(dst_dev, s, dtype),
     )
-    dst.copy_(src)
-    assert dst.device == torch.device(dst_dev)
+    dst.copy_(src, non_blocking=non_blocking)
+    if non_blocking:
+        torch.vdev.synchronize(0)  # a non_blocking copy into host memory is read after a sync
+        torch.vdev.synchronize(1)
+    assert dst.device == torch.device("cpu" if dst_dev == "pinned" else dst_dev)
     assert same_bytes(dst.cpu(), src_cpu)
     assert same_bytes(src.to("cpu"), src_cpu)
 

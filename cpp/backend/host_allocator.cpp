@@ -1,89 +1,228 @@
 #include "backend/host_allocator.h"
 
 #include <c10/util/Exception.h>
+#include <c10/util/llvmMathExtras.h>
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
+
+#include "backend/guard.h"
+#include "runtime/stream.h"
 
 namespace vdev::backend {
 namespace {
 
-constexpr std::size_t kAlignment = 64;
+constexpr std::size_t kMinBlock = 512;
+constexpr std::size_t kPageAlignment = 4096;
+constexpr int kSizeClasses = 64;
 
-struct PinnedTable {
+// One pinned block. In use while refs > 0 (the DataPtr's reference and queued copies' ones).
+struct PinnedBlock {
+  void* ptr;
+  std::size_t size;  // a power of two
+  std::atomic<int> refs{0};
+  std::vector<std::pair<vdev::rt::Stream*, std::uint64_t>> fences;  // guarded by State::mu
+};
+
+int size_class(std::size_t size) { return static_cast<int>(c10::llvm::Log2_64(size)); }
+
+bool fences_done(const PinnedBlock& b) {
+  for (const auto& [s, count] : b.fences) {
+    if (s->completed_count() < count) return false;
+  }
+  return true;
+}
+
+struct State {
   std::mutex mu;
-  std::map<std::uintptr_t, std::size_t> live;  // start -> size
+  std::map<std::uintptr_t, PinnedBlock*> blocks;             // every block obtained, by address
+  std::array<std::vector<PinnedBlock*>, kSizeClasses> free;  // cached, reusable at once
+  std::vector<PinnedBlock*> deferred;                        // released, waiting for their fences
+  at::HostStats stats;
+
+  void process_deferred() {
+    std::vector<PinnedBlock*> still;
+    for (PinnedBlock* b : deferred) {
+      if (fences_done(*b)) {
+        b->fences.clear();
+        free[static_cast<std::size_t>(size_class(b->size))].push_back(b);
+      } else {
+        still.push_back(b);
+      }
+    }
+    deferred.swap(still);
+  }
 };
 
 // Leaked on purpose: pinned tensors may be freed during interpreter teardown.
-PinnedTable& table() {
-  static PinnedTable* t = new PinnedTable;
-  return *t;
+State& state() {
+  static State* s = new State;
+  return *s;
 }
 
-// One pinned allocation, freed when the last reference goes (the DataPtr's or a queued task's).
-struct PinnedBlock {
-  void* ptr;
-  std::atomic<int> refs{1};
-};
-
-void pinned_release(PinnedBlock* block) {
-  if (block == nullptr || block->refs.fetch_sub(1) != 1) return;
-  {
-    std::lock_guard<std::mutex> lock(table().mu);
-    table().live.erase(reinterpret_cast<std::uintptr_t>(block->ptr));
+void release(PinnedBlock* b) {
+  if (b->refs.fetch_sub(1) != 1) return;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.stats.active_requests.decrease(1);
+  s.stats.active_bytes.decrease(b->size);
+  if (fences_done(*b)) {
+    b->fences.clear();
+    s.free[static_cast<std::size_t>(size_class(b->size))].push_back(b);
+  } else {
+    s.deferred.push_back(b);
   }
-  std::free(block->ptr);
-  delete block;
 }
 
-void pinned_free(void* ctx) { pinned_release(static_cast<PinnedBlock*>(ctx)); }
+void pinned_free(void* ctx) {
+  if (ctx != nullptr) release(static_cast<PinnedBlock*>(ctx));
+}
 
-class PinnedHostAllocator final : public c10::Allocator {
+PinnedBlock* block_of(const c10::DataPtr& data_ptr) {
+  if (data_ptr.get_deleter() != &pinned_free) return nullptr;
+  return static_cast<PinnedBlock*>(data_ptr.get_context());
+}
+
+class PinnedHostAllocator final : public at::HostAllocator {
  public:
   c10::DataPtr allocate(std::size_t nbytes) override {
-    if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &pinned_free, c10::Device(c10::kCPU));
-    const std::size_t size = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, size);
-    TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "vdev: cannot allocate ", nbytes,
-                     " bytes of pinned host memory");
-    {
-      std::lock_guard<std::mutex> lock(table().mu);
-      table().live.emplace(reinterpret_cast<std::uintptr_t>(p), size);
+    const c10::Device cpu(c10::kCPU);
+    if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &pinned_free, cpu);
+    const std::size_t size = c10::llvm::PowerOf2Ceil(std::max(nbytes, kMinBlock));
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.process_deferred();
+    auto& cached = s.free[static_cast<std::size_t>(size_class(size))];
+    PinnedBlock* b = nullptr;
+    if (!cached.empty()) {
+      b = cached.back();
+      cached.pop_back();
+    } else {
+      void* p = std::aligned_alloc(kPageAlignment, std::max(size, kPageAlignment));
+      TORCH_CHECK_WITH(OutOfMemoryError, p != nullptr, "vdev: cannot allocate ", nbytes,
+                       " bytes of pinned host memory");
+      b = new PinnedBlock{p, size};
+      s.blocks.emplace(reinterpret_cast<std::uintptr_t>(p), b);
+      s.stats.allocations.increase(1);
+      s.stats.allocated_bytes.increase(size);
+      ++s.stats.num_host_alloc;
     }
-    return c10::DataPtr(p, new PinnedBlock{p, {1}}, &pinned_free, c10::Device(c10::kCPU));
+    b->refs.store(1);
+    s.stats.active_requests.increase(1);
+    s.stats.active_bytes.increase(size);
+    return c10::DataPtr(b->ptr, b, &pinned_free, cpu);
   }
+
   c10::DeleterFnPtr raw_deleter() const override { return &pinned_free; }
+
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     default_copy_data(dest, src, count);
   }
+
+  // `stream` uses the block of `ctx` from now until the work queued on it so far has run.
+  bool record_event(void* /*ptr*/, void* ctx, c10::Stream stream) override {
+    if (ctx == nullptr || stream.device_type() != c10::DeviceType::PrivateUse1) return false;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto* b = static_cast<PinnedBlock*>(ctx);
+    if (s.blocks.count(reinterpret_cast<std::uintptr_t>(b->ptr)) == 0) return false;
+    vdev::rt::Stream& rs = runtime_stream(stream);
+    b->fences.emplace_back(&rs, rs.enqueued_count());
+    return true;
+  }
+
+  void empty_cache() override {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.process_deferred();
+    for (auto& list : s.free) {
+      for (PinnedBlock* b : list) {
+        s.blocks.erase(reinterpret_cast<std::uintptr_t>(b->ptr));
+        s.stats.allocations.decrease(1);
+        s.stats.allocated_bytes.decrease(b->size);
+        ++s.stats.num_host_free;
+        std::free(b->ptr);
+        delete b;
+      }
+      list.clear();
+    }
+  }
+
+  at::HostStats get_stats() override {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    return s.stats;
+  }
+
+  void reset_accumulated_stats() override {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (auto* st : {&s.stats.active_requests, &s.stats.active_bytes, &s.stats.allocations,
+                     &s.stats.allocated_bytes}) {
+      st->reset_accumulated();
+    }
+    s.stats.num_host_alloc = s.stats.num_host_free = 0;
+  }
+
+  void reset_peak_stats() override {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    for (auto* st : {&s.stats.active_requests, &s.stats.active_bytes, &s.stats.allocations,
+                     &s.stats.allocated_bytes}) {
+      st->reset_peak();
+    }
+  }
 };
+
+PinnedHostAllocator* instance() {
+  static auto* a = new PinnedHostAllocator;  // leaked: see state()
+  return a;
+}
 
 }  // namespace
 
-c10::Allocator* pinned_host_allocator() {
-  static PinnedHostAllocator* instance = new PinnedHostAllocator;
-  return instance;
-}
+at::HostAllocator* pinned_host_allocator() { return instance(); }
+
+void register_host_allocator() { at::setHostAllocator(c10::DeviceType::PrivateUse1, instance()); }
 
 std::shared_ptr<void> retain_pinned_memory(const c10::DataPtr& data_ptr) {
-  if (data_ptr.get_deleter() != &pinned_free || data_ptr.get_context() == nullptr) return nullptr;
-  auto* block = static_cast<PinnedBlock*>(data_ptr.get_context());
-  block->refs.fetch_add(1);
-  return std::shared_ptr<void>(block,
-                               [](void* b) { pinned_release(static_cast<PinnedBlock*>(b)); });
+  PinnedBlock* b = block_of(data_ptr);
+  if (b == nullptr) return nullptr;
+  b->refs.fetch_add(1);
+  return std::shared_ptr<void>(b, [](void* p) { release(static_cast<PinnedBlock*>(p)); });
 }
 
 bool is_pinned_ptr(const void* ptr) {
   const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
-  std::lock_guard<std::mutex> lock(table().mu);
-  auto it = table().live.upper_bound(addr);
-  if (it == table().live.begin()) return false;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.blocks.upper_bound(addr);
+  if (it == s.blocks.begin()) return false;
   --it;
-  return addr < it->first + it->second;
+  return addr < it->first + it->second->size;
 }
 
+namespace testing {
+
+bool host_record_event(void* ptr, int device, std::int64_t stream_id) {
+  PinnedBlock* b = nullptr;
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.blocks.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it != s.blocks.end()) b = it->second;
+  }
+  const c10::Stream stream(
+      c10::Stream::UNSAFE,
+      c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)), stream_id);
+  return instance()->record_event(ptr, b, stream);
+}
+
+}  // namespace testing
 }  // namespace vdev::backend

@@ -1,23 +1,39 @@
-// Pinned host memory for vdev (Tensor.pin_memory(), pin_memory=True).
+// Pinned host memory for vdev (Tensor.pin_memory(), pin_memory=True, non_blocking copies): a
+// caching host allocator (at::HostAllocator, registered for PrivateUse1).
 //
-// Pinned memory is what lets a device->host copy return before it has finished: the copy task
-// writes into it later. This first allocator does not cache: each allocation is an aligned host
-// allocation registered in a table, so is_pinned_ptr() can tell pinned from pageable memory
-// (including interior pointers). Blocks are reference counted and queued copies retain the blocks
-// they use, so a pinned block is never freed while a copy from or to it is pending.
+// Pinned memory is what lets copies between host and device return before they have run: the
+// copy task reads or writes it later. Requests are rounded up to a power of two (at least 512
+// bytes) and freed blocks are cached per size for reuse; empty_cache() returns the cached blocks
+// to the system. A block is never reused while queued work uses it: queued copies hold a
+// reference on the blocks they use (retain_pinned_memory), and record_event(ptr, ctx, stream)
+// adds a fence (the stream's enqueued count) that must complete before the block is reused.
+// is_pinned_ptr() tells pinned from pageable memory, interior pointers included.
+// Statistics follow torch.cuda.host_memory_stats: allocations / allocated_bytes (blocks obtained
+// from the system), active_requests / active_bytes (blocks in use), num_host_alloc/free.
 //
-// Thread rules: every function is safe from any thread.
+// Thread rules: every function is safe from any thread (one mutex).
 #pragma once
 
-#include <c10/core/Allocator.h>
+#include <ATen/core/CachingHostAllocator.h>
 
+#include <cstdint>
 #include <memory>
+
+#include "backend/export.h"
 
 namespace vdev::backend {
 
-c10::Allocator* pinned_host_allocator();
+VDEV_BACKEND_API at::HostAllocator* pinned_host_allocator();
 bool is_pinned_ptr(const void* ptr);
-// Keeps a pinned block allocated until the handle is released (see retain_device_memory).
+// Keeps a pinned block from being reused until the handle is released; null for memory that is
+// not a pinned block of this allocator.
 std::shared_ptr<void> retain_pinned_memory(const c10::DataPtr& data_ptr);
+namespace testing {
+// HostAllocator::record_event for the pinned block that starts at `ptr`.
+VDEV_BACKEND_API bool host_record_event(void* ptr, int device, std::int64_t stream_id);
+}  // namespace testing
+
+// Registers the allocator as PrivateUse1's host allocator (from init_backend).
+void register_host_allocator();
 
 }  // namespace vdev::backend

@@ -3,12 +3,16 @@
 #include <mutex>
 
 #include "backend/hooks.h"
+#include "backend/host_allocator.h"
 
 namespace vdev::backend {
 
 void init_backend() {
   static std::once_flag once;
-  std::call_once(once, [] { register_hooks(); });
+  std::call_once(once, [] {
+    register_hooks();
+    register_host_allocator();
+  });
 }
 
 }  // namespace vdev::backend

@@ -17,7 +17,9 @@ from typing import Any
 from torch_vdev import _C
 from torch_vdev.vdev.memory import (
     empty_cache,
+    empty_host_cache,
     get_per_process_memory_fraction,
+    host_memory_stats,
     max_memory_allocated,
     max_memory_reserved,
     mem_get_info,
@@ -25,7 +27,9 @@ from torch_vdev.vdev.memory import (
     memory_reserved,
     memory_stats,
     memory_summary,
+    reset_accumulated_host_memory_stats,
     reset_accumulated_memory_stats,
+    reset_peak_host_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
@@ -54,6 +58,10 @@ __all__ = [
     "device_count",
     "device_of",
     "empty_cache",
+    "empty_host_cache",
+    "host_memory_stats",
+    "reset_accumulated_host_memory_stats",
+    "reset_peak_host_memory_stats",
     "get_per_process_memory_fraction",
     "max_memory_allocated",
     "max_memory_reserved",

@@ -18,6 +18,10 @@ from torch_vdev import _C
 
 __all__ = [
     "empty_cache",
+    "empty_host_cache",
+    "host_memory_stats",
+    "reset_accumulated_host_memory_stats",
+    "reset_peak_host_memory_stats",
     "get_per_process_memory_fraction",
     "max_memory_allocated",
     "max_memory_reserved",
@@ -105,6 +109,29 @@ def get_per_process_memory_fraction(device: Any = None) -> float:
     return _C._get_memory_fraction(_index(device, "get_per_process_memory_fraction"))
 
 
+def host_memory_stats() -> dict[str, int]:
+    """Statistics of the pinned host allocator, keyed as ``torch.cuda.host_memory_stats``:
+    ``allocations`` / ``allocated_bytes`` count blocks obtained from the system (cached ones
+    included), ``active_requests`` / ``active_bytes`` the blocks in use; each with ``current``,
+    ``peak``, ``allocated`` and ``freed``; plus ``num_host_alloc`` and ``num_host_free``."""
+    return dict(sorted(_C._host_memory_stats().items()))
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Sets every ``peak`` statistic of the pinned host allocator to its current value."""
+    _C._reset_peak_host_memory_stats()
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Resets the ``allocated`` and ``freed`` counters of the pinned host allocator."""
+    _C._reset_accumulated_host_memory_stats()
+
+
+def empty_host_cache() -> None:
+    """Returns every cached (unused) pinned host block to the system."""
+    torch.accelerator.empty_host_cache()
+
+
 def _format_bytes(n: int) -> str:
     for unit in ("B  ", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
@@ -143,7 +170,9 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
         out.append(line)
         for pool in pools:
             label = title if pool == "all" else f"      from {pool.replace('_', ' ')}"
-            values = [stats.get(f"{key}.{pool}.{f}", 0) for f in ("current", "peak", "allocated", "freed")]
+            values = [
+                stats.get(f"{key}.{pool}.{f}", 0) for f in ("current", "peak", "allocated", "freed")
+            ]
             cells = [_format_bytes(v) if is_bytes else f"{v:>11d}" for v in values]
             out.append(f"| {label:<28}| " + " | ".join(f"{c:>12}" for c in cells) + " |")
     out.append(line)
