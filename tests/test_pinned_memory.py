@@ -3,9 +3,10 @@ use them, DataLoader(pin_memory=True) with vdev as the accelerator."""
 
 import pytest
 import torch
-import torch_vdev
 from asyncutil import gated
 from torch.utils.data import DataLoader, TensorDataset
+
+import torch_vdev
 
 
 def host_stats():
