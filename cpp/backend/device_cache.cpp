@@ -3,7 +3,6 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <functional>
 #include <set>
 #include <utility>
@@ -38,19 +37,6 @@ std::size_t segment_size_for(std::size_t size) {
   if (size <= kSmallSize) return kSmallBuffer;
   if (size < kMinLargeAlloc) return kLargeBuffer;
   return round_up(size, kRoundLarge);
-}
-
-std::string human(std::size_t bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-  return buf;
 }
 
 }  // namespace
@@ -244,14 +230,16 @@ struct DeviceCache::State {
     const auto reserved = static_cast<std::size_t>(current(stats.reserved_bytes));
     std::string limit;
     if (fraction < 1.0) {
-      limit = " This process may use at most " + human(allowed()) +
+      limit = " This process may use at most " + vdev::rt::format_bytes(allowed()) +
               " (set_per_process_memory_fraction(" + std::to_string(fraction) + ")).";
     }
     TORCH_CHECK_WITH(OutOfMemoryError, false, "vdev out of memory. Tried to allocate ",
-                     human(nbytes), ". vdev:", device, " has a total capacity of ", human(total),
-                     " of which ", human(free_bytes), " is free. Of the allocated memory ",
-                     human(allocated), " is allocated by PyTorch, and ",
-                     human(reserved - allocated), " is reserved by PyTorch but unallocated.", limit,
+                     vdev::rt::format_bytes(nbytes), ". vdev:", device, " has a total capacity of ",
+                     vdev::rt::format_bytes(total), " of which ",
+                     vdev::rt::format_bytes(free_bytes), " is free. Of the allocated memory ",
+                     vdev::rt::format_bytes(allocated), " is allocated by PyTorch, and ",
+                     vdev::rt::format_bytes(reserved - allocated),
+                     " is reserved by PyTorch but unallocated.", limit,
                      " Freeing tensors or torch.vdev.empty_cache() may help.");
   }
 };

@@ -48,19 +48,6 @@ std::size_t round_up(std::size_t n) {
   return (n + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
 }
 
-std::string human(std::size_t bytes) {
-  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
-  }
-  char buf[64];
-  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
-  return buf;
-}
-
 }  // namespace
 
 void* device_malloc(int device, std::size_t nbytes) {
@@ -79,8 +66,9 @@ void* device_malloc(int device, std::size_t nbytes) {
   if (p == nullptr) {
     ++s.num_ooms;
     fail<OutOfMemory>("device_malloc", "vdev:", device, " out of memory: tried to allocate ",
-                      human(nbytes), "; device capacity ", human(s.capacity), ", ",
-                      human(s.capacity - s.allocated), " free, ", human(s.allocated), " allocated");
+                      format_bytes(nbytes), "; device capacity ", format_bytes(s.capacity), ", ",
+                      format_bytes(s.capacity - s.allocated), " free, ", format_bytes(s.allocated),
+                      " allocated");
   }
   t.live.emplace(reinterpret_cast<std::uintptr_t>(p), Allocation{size, nbytes, device});
   s.allocated += size;
@@ -103,6 +91,19 @@ void device_free(void* ptr) noexcept {
   ++s.num_frees;
   t.live.erase(it);
   arena::release(a.device, ptr, a.size);
+}
+
+std::string format_bytes(std::size_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[64];
+  std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  return buf;
 }
 
 int pointer_device(const void* ptr) noexcept {

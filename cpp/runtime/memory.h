@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "runtime/export.h"
@@ -55,6 +56,8 @@ VDEV_RT_API void* kernel_address(const void* ptr) noexcept;
 VDEV_RT_API bool device_memory_protected(int device) noexcept;
 
 VDEV_RT_API MemoryStats memory_stats(int device);
+// "4.00 MiB": bytes in the largest binary unit below 1024, for messages.
+VDEV_RT_API std::string format_bytes(std::size_t bytes);
 VDEV_RT_API void reset_peak_memory(int device);
 // (free, total) bytes of `device`.
 VDEV_RT_API std::pair<std::size_t, std::size_t> mem_get_info(int device);
