@@ -135,7 +135,7 @@ static void test_out_of_memory_after_release_and_retry() {
   DeviceCache cache(1);
   rt::Stream& s = rt::default_stream(1);
   Block* a = cache.allocate(std::size_t{600} << 20, s);
-  cache.free(a);  // cached: 600 MiB reserved
+  cache.free(a);                                         // cached: 600 MiB reserved
   Block* b = cache.allocate(std::size_t{700} << 20, s);  // fits only once the cache is released
   EXPECT(cache.stats().num_alloc_retries == 1);
   bool threw = false;
