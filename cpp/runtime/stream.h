@@ -39,6 +39,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -108,7 +109,7 @@ class VDEV_RT_API Stream {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;   // the worker waits for work
   std::condition_variable done_cv_;   // host threads wait for completion
-  std::vector<Item> queue_;           // guarded by mu_
+  std::deque<Item> queue_;            // guarded by mu_
   std::optional<std::string> error_;  // guarded by mu_
   bool worker_running_ = false;       // guarded by mu_
   bool worker_sleeping_ = false;      // guarded by mu_
