@@ -138,9 +138,15 @@ def test_a_failing_task_surfaces_at_the_next_synchronize_and_the_stream_stays_us
         e = s.record_event()
         waiter = torch.vdev.Stream(0)
         waiter.wait_event(e)
+    while not rt.stream_query(*sid(s)):
+        pass  # the gate is open: wait for the failure to have run
+    for _ in range(2):  # query reports the error, as CUDA's does, and leaves it pending
+        with pytest.raises(RuntimeError, match="kernel exploded"):
+            s.query()
     with pytest.raises(RuntimeError, match=r"\[test_failure\] kernel exploded \(on vdev:0 stream"):
         s.synchronize()
     s.synchronize()  # reported once
+    assert s.query()
     with pytest.raises(RuntimeError, match="kernel exploded"):
         e.synchronize()  # the event carries the error
     with pytest.raises(RuntimeError, match=r"\[wait_event\].*kernel exploded"):
@@ -154,8 +160,8 @@ def test_a_failing_task_surfaces_at_the_next_synchronize_and_the_stream_stays_us
 def test_errors_surface_at_the_next_enqueue_too():
     s = torch.vdev.Stream()
     rt.enqueue_failure(*sid(s), "late")
-    while not s.query():
-        pass  # wait for the failure to have run, without synchronizing
+    while not rt.stream_query(*sid(s)):
+        pass  # wait for the failure to have run, without synchronizing or raising
     with pytest.raises(RuntimeError, match="late"):
         rt.enqueue_noop(*sid(s))
     rt.enqueue_noop(*sid(s))

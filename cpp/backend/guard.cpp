@@ -1,9 +1,13 @@
 #include "backend/guard.h"
 
 #include <c10/util/Exception.h>
+#include <optional>
+#include <string>
 
 #include <cstdint>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_set>
 
 #include "backend/allocator.h"
@@ -141,7 +145,14 @@ c10::Stream VdevGuardImpl::exchangeStream(c10::Stream s) const {
 
 void* VdevGuardImpl::getStreamNativeHandle(const c10::Stream s) const { return &runtime_stream(s); }
 
-bool VdevGuardImpl::queryStream(const c10::Stream& s) const { return runtime_stream(s).query(); }
+bool VdevGuardImpl::queryStream(const c10::Stream& s) const {
+  vdev::rt::Stream& rs = runtime_stream(s);
+  if (!rs.query()) return false;
+  // As cudaStreamQuery reports an earlier asynchronous error, so does query(): the error stays
+  // pending (synchronize() still raises it, once).
+  if (std::optional<std::string> error = rs.peek_error()) TORCH_CHECK(false, *error);
+  return true;
+}
 
 void VdevGuardImpl::synchronizeStream(const c10::Stream& s) const {
   vdev::rt::Stream& rs = runtime_stream(s);
