@@ -202,3 +202,71 @@ def test_output_metadata_follows_every_argument_also_when_cached():
                 got.shape == ref.shape and got.stride() == ref.stride() and got.dtype == ref.dtype
             )
             torch.testing.assert_close(got.cpu(), ref)
+
+
+# Index tensors are made before the gate: torch.tensor(..., device=...) is a blocking host-to-device
+# copy, which waits for the stream (as on CUDA).
+INDICES = {"cols": [4, 0, 2], "rows": [[0], [1], [2], [3]], "emb": [3, 0, 3]}
+ASYNC_OPS = {
+    "add": lambda a, b, c, ix: a + c,
+    "mul_scalar": lambda a, b, c, ix: a * 3.5,
+    "div": lambda a, b, c, ix: a / (c.abs() + 1),
+    "exp": lambda a, b, c, ix: a.exp(),
+    "sigmoid": lambda a, b, c, ix: torch.sigmoid(a),
+    "where": lambda a, b, c, ix: torch.where(a > 0, a, c),
+    "clamp": lambda a, b, c, ix: a.clamp(-0.5, 0.5),
+    "pow": lambda a, b, c, ix: a.abs().pow(1.5),
+    "mm": lambda a, b, c, ix: a @ b,
+    "addmm": lambda a, b, c, ix: torch.addmm(c[:, :3], a, b),
+    "sum_dim": lambda a, b, c, ix: a.sum(1),
+    "mean": lambda a, b, c, ix: a.mean(),
+    "softmax": lambda a, b, c, ix: torch.softmax(a, 1),
+    "log_softmax": lambda a, b, c, ix: torch.log_softmax(a, 0),
+    "cumsum": lambda a, b, c, ix: a.cumsum(1),
+    "argmax": lambda a, b, c, ix: a.argmax(1),
+    "cat": lambda a, b, c, ix: torch.cat([a, c], 0),
+    "stack": lambda a, b, c, ix: torch.stack([a, c]),
+    "index_select": lambda a, b, c, ix: a.index_select(1, ix["cols"]),
+    "gather": lambda a, b, c, ix: a.gather(1, ix["rows"]),
+    "contiguous_t": lambda a, b, c, ix: a.t().contiguous(),
+    "flip": lambda a, b, c, ix: a.flip(0),
+    "roll": lambda a, b, c, ix: a.roll(2, 1),
+    "linear": lambda a, b, c, ix: torch.nn.functional.linear(a, b.t()),
+    "gelu": lambda a, b, c, ix: torch.nn.functional.gelu(a),
+    "layer_norm": lambda a, b, c, ix: torch.nn.functional.layer_norm(a, (5,)),
+    "conv2d": lambda a, b, c, ix: torch.nn.functional.conv2d(
+        a.view(1, 1, 4, 5), c[:2, :3].reshape(1, 1, 2, 3)
+    ),
+    "max_pool2d": lambda a, b, c, ix: torch.nn.functional.max_pool2d(a.view(1, 1, 4, 5), 2),
+    "embedding": lambda a, b, c, ix: torch.nn.functional.embedding(ix["emb"], a),
+    "mse_loss": lambda a, b, c, ix: torch.nn.functional.mse_loss(a, c),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ASYNC_OPS))
+def test_each_kind_of_operator_is_queued_behind_a_closed_gate(name):
+    op = ASYNC_OPS[name]
+    g = torch.Generator().manual_seed(0)
+    a, b, c = (
+        torch.randn(4, 5, generator=g),
+        torch.randn(5, 3, generator=g),
+        torch.randn(4, 5, generator=g),
+    )
+    ix = {k: torch.tensor(v) for k, v in INDICES.items()}
+    expected = op(a, b, c, ix)
+    va, vb, vc = a.to("vdev"), b.to("vdev"), c.to("vdev")
+    vix = {k: t.to("vdev") for k, t in ix.items()}
+    s = torch.vdev.current_stream()
+    s.synchronize()
+    with gated(s) as gate:
+        # Safety valve, not a timing assumption: an operator that wrongly synchronizes would wait
+        # for this gate forever; the valve opens it so the assertion below reports the failure.
+        valve = threading.Timer(60, gate.open)
+        valve.start()
+        try:
+            result = op(va, vb, vc, vix)
+            assert not gate.is_open(), f"{name} waited for the stream instead of being queued"
+            assert result.device.type == "vdev"
+        finally:
+            valve.cancel()
+    torch.testing.assert_close(result.cpu(), expected)

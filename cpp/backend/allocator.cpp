@@ -143,14 +143,15 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   c10::Device device = storage->device();
   if (device.type() != kVdev) device = c10::Device(kVdev, vdev::rt::get_device());
   const c10::DeviceGuard guard(device);  // the allocator allocates on the current device
-  // Queued tasks keep the StorageImpl alive, not its DataPtr, which is replaced (and the old block
-  // freed) below: wait for every stream of the device, not just the current one. Resizing is
-  // rare and synchronous anyway.
-  VDEV_RT(vdev::rt::synchronize_device(device.index()));
+  // Bytes to preserve may still be written by queued work on any stream of the device: wait for
+  // all of them before copying. Growing an empty storage (out= kernels resize their empty outputs
+  // all the time: `at::empty({0})` then `abs_out`) has nothing to preserve and does not wait.
+  const bool has_bytes = old_nbytes > 0 && storage->data() != nullptr;
+  if (has_bytes) VDEV_RT(vdev::rt::synchronize_device(device.index()));
   c10::Allocator* alloc = storage->allocator() ? storage->allocator() : device_allocator();
   c10::DataPtr fresh = alloc->allocate(nbytes);
   const std::size_t keep = std::min(old_nbytes, nbytes);
-  if (keep > 0 && storage->data() != nullptr) {
+  if (keep > 0 && has_bytes) {
     vdev::rt::memcpy_device_to_device(fresh.get(), storage->data(), keep);
   }
   storage->set_data_ptr_noswap(std::move(fresh));

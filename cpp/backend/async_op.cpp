@@ -183,8 +183,8 @@ std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& s, const 
   return std::nullopt;
 }
 
-// out= overloads that turned out to resize their output internally (to an intermediate shape),
-// which a fixed-size device alias cannot allow: their functional form is used instead.
+// out= overloads that refused the outputs they were given (out_variant_refused): their functional
+// form is used instead.
 struct UnsafeOutOverloads {
   std::atomic<bool> any{false};  // lets the common case skip the lock
   std::mutex mu;
@@ -203,6 +203,16 @@ void mark_unsafe_out(const c10::OperatorHandle& op) {
   std::lock_guard<std::mutex> lock(unsafe_out_overloads().mu);
   unsafe_out_overloads().names.insert(op.operator_name());
   unsafe_out_overloads().any.store(true, std::memory_order_release);
+}
+
+// An out= kernel that cannot write into the outputs the meta kernel described: it resizes them to
+// an intermediate shape (mse_loss.out with a reduction), or insists on other dtypes than the meta
+// kernel gave (native_layer_norm.out for bfloat16: CPU keeps mean/rstd in bfloat16, the meta
+// kernel says float, as CUDA does). The functional form plus a copy is used for it from then on.
+bool out_variant_refused(const c10::Error& e) {
+  const std::string msg = e.what_without_backtrace();
+  return msg.find("not resizable") != std::string::npos ||
+         msg.find("Expected out tensor to have dtype") != std::string::npos;
 }
 
 void copy_result(at::Tensor dst, const at::Tensor& src) {
@@ -269,9 +279,7 @@ struct Launch {
         out_op->callBoxed(&stack);
         return;
       } catch (const c10::Error& e) {
-        if (std::string(e.what_without_backtrace()).find("not resizable") == std::string::npos) {
-          throw;
-        }
+        if (!out_variant_refused(e)) throw;
         mark_unsafe_out(*out_op);  // it resized its output: use the functional form from now on
       }
       stack = made;
@@ -296,9 +304,7 @@ struct Launch {
         op.callBoxed(&stack);
         return;
       } catch (const c10::Error& e) {
-        if (std::string(e.what_without_backtrace()).find("not resizable") == std::string::npos) {
-          throw;
-        }
+        if (!out_variant_refused(e)) throw;
         mark_unsafe_out(op);
       }
       stack = made;

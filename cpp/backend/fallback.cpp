@@ -76,4 +76,13 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
 }
 
+// Operators whose PrivateUse1 kernel would otherwise be ATen's CompositeExplicitAutograd "math"
+// version, built on other operators: native_layer_norm and native_group_norm go through
+// native_batch_norm, which synchronizes here and rounds differently from CPU's fused kernels.
+// Routed to the executor, they run CPU's own kernels asynchronously and match CPU bit for bit.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+  m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+}
+
 }  // namespace vdev::backend
