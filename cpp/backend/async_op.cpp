@@ -152,19 +152,19 @@ MetaTensor describe(const at::Tensor& t) {
   return m;
 }
 
-// Runs the operator on meta versions of its arguments and records its outputs' metadata.
-MetaResult run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                    std::size_t first, std::size_t nargs) {
+// Runs the operator on meta versions of its arguments and records its outputs' metadata in
+// `result` (result.ok: whether it worked and returned only tensors, tensor lists and None).
+void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
+              std::size_t nargs, MetaResult& result) {
   torch::jit::Stack meta_stack;
   meta_stack.reserve(nargs);
   for (std::size_t i = first; i < first + nargs; ++i) {
     meta_stack.push_back(map_tensors(stack[i], to_meta));
   }
-  MetaResult result;
   try {
     op.callBoxed(&meta_stack);
   } catch (const std::exception&) {
-    return result;  // ok = false
+    return;  // ok = false
   }
   for (const c10::IValue& v : meta_stack) {
     MetaReturn r;
@@ -177,12 +177,12 @@ MetaResult run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stac
       r.kind = MetaReturn::TensorList;
       for (const at::Tensor& t : v.toTensorVector()) r.tensors.push_back(describe(t));
     } else {
-      return MetaResult{};  // a non-tensor result: not asynchronously
+      result.returns.clear();
+      return;  // a non-tensor result: not asynchronously
     }
     result.returns.push_back(std::move(r));
   }
   result.ok = true;
-  return result;
 }
 
 // The argument index whose alias set a mutable return shares (in-place and out= operators).
@@ -196,10 +196,9 @@ std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& s, const 
   return std::nullopt;
 }
 
-// out= overloads that refused the outputs they were given (out_variant_refused): their functional
-// form is used instead.
+// out= overloads that refused the outputs they were given (out_variant_refused), for plans made
+// later (plans made earlier carry their own flag, MetaResult::out_refused).
 struct UnsafeOutOverloads {
-  std::atomic<bool> any{false};  // lets the common case skip the lock
   std::mutex mu;
   std::unordered_set<c10::OperatorName> names;
 };
@@ -208,14 +207,12 @@ UnsafeOutOverloads& unsafe_out_overloads() {
   return *u;
 }
 bool is_unsafe_out(const c10::OperatorHandle& op) {
-  if (!unsafe_out_overloads().any.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(unsafe_out_overloads().mu);
   return unsafe_out_overloads().names.count(op.operator_name()) != 0;
 }
 void mark_unsafe_out(const c10::OperatorHandle& op) {
   std::lock_guard<std::mutex> lock(unsafe_out_overloads().mu);
   unsafe_out_overloads().names.insert(op.operator_name());
-  unsafe_out_overloads().any.store(true, std::memory_order_release);
 }
 
 // An out= kernel that cannot write into the outputs the meta kernel described: it resizes them to
@@ -250,8 +247,9 @@ void copy_results(const std::vector<c10::IValue>& dst, const torch::jit::Stack& 
 }
 
 struct Launch {
-  c10::OperatorHandle op;                     // as called: functional, in-place or out=
-  std::optional<c10::OperatorHandle> out_op;  // its out= overload, when all outputs are fresh
+  c10::OperatorHandle op;                  // as called: functional, in-place or out=
+  std::shared_ptr<const MetaResult> plan;  // out_op, out_args, out_refused
+  bool use_out_op = false;                 // all outputs fresh and plan->out_op usable
   // The arguments: snapshots of CPU tensors and other values; vdev tensors are made into CPU
   // aliases on the worker from arg_specs (position, spec), or, inside tensor lists, on the host.
   torch::jit::Stack args;
@@ -261,7 +259,6 @@ struct Launch {
   bool fresh_outputs = false;
   c10::SmallVector<std::optional<AliasSpec>, 2> output_specs;
   std::vector<c10::IValue> host_outputs;
-  std::vector<std::size_t> out_args;  // positions of out= arguments (in-place/out ops)
 
   void operator()() {
     try {
@@ -284,21 +281,26 @@ struct Launch {
     for (std::size_t i = 0; i < output_specs.size(); ++i) {
       if (output_specs[i]) outputs[i] = output_specs[i]->make();
     }
-    if (out_op) {
+    if (use_out_op) {
       // Separate alias objects: an out= kernel may resize them before failing, and `outputs` must
       // keep the device allocations' metadata for the fallback below.
       for (const auto& o : outputs) stack.push_back(at::alias(o.toTensor()));
       try {
-        out_op->callBoxed(&stack);
+        plan->out_op->callBoxed(&stack);
         return;
       } catch (const c10::Error& e) {
         if (!out_variant_refused(e)) throw;
-        mark_unsafe_out(*out_op);  // it resized its output: use the functional form from now on
+        refuse(*plan->out_op);  // use the functional form from now on
       }
       stack = made;
     }
     op.callBoxed(&stack);
     copy_results(outputs, stack);
+  }
+
+  void refuse(const c10::OperatorHandle& out_overload) const {
+    plan->out_refused.store(true, std::memory_order_relaxed);
+    mark_unsafe_out(out_overload);
   }
 
   torch::jit::Stack make_args() const {
@@ -307,18 +309,19 @@ struct Launch {
     return stack;
   }
 
-  // Some out= kernels resize their output to an intermediate shape and back (mse_loss.out with a
-  // reduction): a fixed-size device alias cannot allow that, so they get resizable CPU
-  // temporaries, copied into the device outputs afterwards.
+  // Some out= kernels refuse fixed device aliases as outputs (out_variant_refused: mse_loss.out
+  // with a reduction resizes them to an intermediate shape): they get resizable CPU temporaries,
+  // copied into the device outputs afterwards.
   void run_mutating(const torch::jit::Stack& made, torch::jit::Stack& stack) {
-    if (!out_args.empty() && !is_unsafe_out(op)) {
+    const std::vector<std::size_t>& out_args = plan->out_args;
+    if (!out_args.empty() && !plan->out_refused.load(std::memory_order_relaxed)) {
       for (std::size_t j : out_args) stack[j] = at::alias(made[j].toTensor());  // own metadata
       try {
         op.callBoxed(&stack);
         return;
       } catch (const c10::Error& e) {
         if (!out_variant_refused(e)) throw;
-        mark_unsafe_out(op);
+        refuse(op);
       }
       stack = made;
     } else if (out_args.empty()) {
@@ -343,8 +346,9 @@ std::shared_ptr<const MetaResult> make_plan(const c10::OperatorHandle& op,
                                             const torch::jit::Stack& stack, std::size_t first,
                                             std::size_t nargs) {
   const c10::FunctionSchema& schema = op.schema();
-  if (!eligible(schema, stack, first)) return std::make_shared<MetaResult>();  // ok = false
-  auto plan = std::make_shared<MetaResult>(run_meta(op, stack, first, nargs));
+  auto plan = std::make_shared<MetaResult>();
+  if (!eligible(schema, stack, first)) return plan;  // ok = false
+  run_meta(op, stack, first, nargs, *plan);
   const auto& rets = schema.returns();
   if (!plan->ok || plan->returns.size() != rets.size()) {
     plan->ok = false;
@@ -367,6 +371,7 @@ std::shared_ptr<const MetaResult> make_plan(const c10::OperatorHandle& op,
       single_tensors &= m.kind == MetaReturn::Tensor && m.tensors[0].defined;
     }
     if (single_tensors) plan->out_op = out_variant_of(op);
+    if (plan->out_op && is_unsafe_out(*plan->out_op)) plan->out_op.reset();
   } else {
     const auto& sargs = schema.arguments();
     for (std::size_t j = 0; j < sargs.size(); ++j) {
@@ -375,6 +380,7 @@ std::shared_ptr<const MetaResult> make_plan(const c10::OperatorHandle& op,
         plan->out_args.push_back(j);
       }
     }
+    if (!plan->out_args.empty() && is_unsafe_out(op)) plan->out_refused.store(true);
   }
   return plan;
 }
@@ -428,7 +434,7 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
 
   // 3. The task: specs of device tensors (aliased on the worker), snapshots of CPU tensors. Device
   // memory needs no reference: the allocator orders its reuse by streams.
-  Launch launch{op};
+  Launch launch{op, plan};
   auto alias = [&](const at::Tensor& t) -> at::Tensor {
     if (!t.defined()) return t;
     if (is_vdev(t)) return cpu_alias(t);
@@ -446,8 +452,8 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
   }
   if (plan->all_fresh && !rets.empty()) {
     launch.fresh_outputs = true;
-    launch.out_op = plan->out_op;
-    if (launch.out_op && is_unsafe_out(*launch.out_op)) launch.out_op.reset();
+    launch.use_out_op =
+        plan->out_op.has_value() && !plan->out_refused.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       const c10::IValue& o = outputs[i];
       if (o.isTensor() && is_vdev(o.toTensor())) {
@@ -458,8 +464,6 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
         launch.host_outputs[i] = map_tensors(o, alias);
       }
     }
-  } else {
-    launch.out_args = plan->out_args;
   }
 
   vdev::rt::Stream& stream = current_runtime_stream(device.index());

@@ -163,19 +163,21 @@ class PinnedHostAllocator final : public at::HostAllocator {
   void reset_accumulated_stats() override {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
-    for (auto* st : {&s.stats.active_requests, &s.stats.active_bytes, &s.stats.allocations,
-                     &s.stats.allocated_bytes}) {
-      st->reset_accumulated();
-    }
+    for_each_stat(s.stats, [](c10::CachingAllocator::Stat& st) { st.reset_accumulated(); });
     s.stats.num_host_alloc = s.stats.num_host_free = 0;
   }
 
   void reset_peak_stats() override {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
-    for (auto* st : {&s.stats.active_requests, &s.stats.active_bytes, &s.stats.allocations,
-                     &s.stats.allocated_bytes}) {
-      st->reset_peak();
+    for_each_stat(s.stats, [](c10::CachingAllocator::Stat& st) { st.reset_peak(); });
+  }
+
+ private:
+  template <typename F>
+  static void for_each_stat(at::HostStats& s, F f) {
+    for (auto* st : {&s.active_requests, &s.active_bytes, &s.allocations, &s.allocated_bytes}) {
+      f(*st);
     }
   }
 };

@@ -16,6 +16,7 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,9 @@ struct MetaResult {
   bool all_fresh = false;                     // every return is a fresh output
   std::vector<std::size_t> out_args;          // kwarg-only written tensor arguments (out= ops)
   std::optional<c10::OperatorHandle> out_op;  // out= overload for all-fresh single-tensor returns
+  // Set (by a stream worker) once the out= kernel refused its outputs: the functional form plus a
+  // copy is used from then on. Read on every launch without a lock.
+  mutable std::atomic<bool> out_refused{false};
 };
 
 // Writes into `key` the key for `op` applied to stack[first, first + n); false if the arguments

@@ -46,19 +46,20 @@ bool same_bytes_layout(const at::Tensor& a, const at::Tensor& b) {
 }
 
 // What a queued copy must keep alive: the pinned blocks it uses (never their Storages, see
-// backend/memory_ref.h) and host staging tensors it owns.
+// backend/memory_ref.h) and host staging tensors it owns. Null when there is nothing (device
+// memory is ordered by the allocator): no allocation for device-to-device copies.
 std::shared_ptr<void> keep_alive(std::initializer_list<at::Tensor> tensors,
                                  at::Tensor staging = at::Tensor()) {
   struct Keep {
     MemoryRefs refs;
     at::Tensor staging;
   };
-  auto keep = std::make_shared<Keep>();
+  MemoryRefs refs;
   for (const at::Tensor& t : tensors) {
-    if (auto ref = retain_memory(t)) keep->refs.push_back(std::move(ref));
+    if (auto ref = retain_memory(t)) refs.push_back(std::move(ref));
   }
-  keep->staging = std::move(staging);
-  return keep;
+  if (refs.empty() && !staging.defined()) return nullptr;
+  return std::make_shared<Keep>(Keep{std::move(refs), std::move(staging)});
 }
 
 // Queues dst.copy_(src) between CPU tensors (aliases of device bytes or host tensors) on `stream`.

@@ -15,20 +15,11 @@
 #include "runtime/memory.h"
 #include "runtime/stream.h"
 #include "runtime/testing.h"
+#include "runtime/tests/expect.h"
 
 namespace rt = vdev::rt;
 using vdev::backend::Block;
 using vdev::backend::DeviceCache;
-
-static std::atomic<int> failures{0};
-
-#define EXPECT(cond)                                                         \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::fprintf(stderr, "%s:%d: FAILED %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                            \
-    }                                                                        \
-  } while (0)
 
 static std::int64_t current(const c10::CachingAllocator::StatArray& a) { return a[0].current; }
 
@@ -156,6 +147,5 @@ int main() {
   test_reuse_follows_streams();
   test_concurrent_owners_never_share_a_block();
   test_out_of_memory_after_release_and_retry();
-  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "OK", failures.load());
-  return failures ? 1 : 0;
+  return report();
 }

@@ -17,18 +17,9 @@
 #include "runtime/memory.h"
 #include "runtime/stream.h"
 #include "runtime/testing.h"
+#include "runtime/tests/expect.h"
 
 namespace rt = vdev::rt;
-
-static int failures = 0;
-
-#define EXPECT(cond)                                                         \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::fprintf(stderr, "%s:%d: FAILED %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                            \
-    }                                                                        \
-  } while (0)
 
 template <typename E, typename F>
 static bool throws(F&& f, const char* needle) {
@@ -306,6 +297,5 @@ int main() {
   test_elapsed_time_rules();
   test_concurrent_enqueue_stress();
   test_async_copies_and_current_stream();
-  std::printf("%s: %d failure(s)\n", failures ? "FAILED" : "OK", failures);
-  return failures ? 1 : 0;
+  return report();
 }
