@@ -1,7 +1,6 @@
-// Glue between Python and the runtime/backend: argument conversion and exception mapping only.
-// nanobind maps std::invalid_argument -> ValueError, std::out_of_range -> IndexError,
-// nb::type_error -> TypeError, other std::exception -> RuntimeError; c10 errors from backend calls
-// map to the Python exception torch would raise (module.cpp).
+// torch_vdev._C: glue between Python and the runtime/backend, one file per concern (device,
+// streams and events, memory). Argument conversion and exception mapping only, no logic: device
+// arguments are parsed by device_index.h, errors are mapped by nanobind and errors.h.
 // Every binding that can block releases the GIL.
 #pragma once
 
@@ -10,6 +9,7 @@
 namespace vdev::bindings {
 
 void bind_device(nanobind::module_& m);
-void bind_testing(nanobind::module_& m);
+void bind_streams(nanobind::module_& m);
+void bind_memory(nanobind::module_& m);
 
 }  // namespace vdev::bindings

@@ -5,7 +5,7 @@ import time
 
 import torch
 
-from torch_vdev._C import _testing as rt
+from torch_vdev import _testing as rt
 
 
 def sid(stream: torch.Stream) -> tuple[int, int]:

@@ -16,7 +16,7 @@
 #include "runtime/event.h"
 #include "runtime/memory.h"
 #include "runtime/stream.h"
-#include "runtime/testing.h"
+#include "runtime/testing/gate.h"
 #include "runtime/tests/expect.h"
 
 namespace rt = vdev::rt;

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from torch_vdev import _C
+from torch_vdev.vdev._utils import _get_device_index
 from torch_vdev.vdev.memory import (
     empty_cache,
     empty_host_cache,
@@ -115,20 +116,6 @@ def device_count() -> int:
     return _C._get_device_count()
 
 
-def _device_index(device: Any, fn: str, optional: bool = True) -> int:
-    """Index of ``device`` (int, str, torch.device, or None for the current device)."""
-    if device is None:
-        if optional:
-            return _C._get_device()
-        raise ValueError(f"[{fn}] expected a vdev device with an index or an integer, got None")
-    index = _C._device_index(device, fn)
-    if index == -1 and not isinstance(device, int):
-        if optional:
-            return _C._get_device()
-        raise ValueError(f"[{fn}] expected a vdev device with an index or an integer, got {device}")
-    return index
-
-
 class device:
     """Context manager that changes the current vdev device of the calling thread.
 
@@ -137,9 +124,7 @@ class device:
     """
 
     def __init__(self, device: Any) -> None:
-        self.idx = -1 if device is None else _C._device_index(device, "device")
-        if self.idx == -1 and not isinstance(device, int) and device is not None:
-            self.idx = _C._get_device()  # "vdev" without an index: the current device
+        self.idx = -1 if device is None else _get_device_index(device, optional=True, fn="device")
         self.prev_idx = -1
 
     def __enter__(self) -> None:
@@ -182,7 +167,7 @@ class VdevDeviceProperties:
 
 def get_device_properties(device: Any = None) -> VdevDeviceProperties:
     """Returns the properties of ``device`` (default: the current device)."""
-    index = _device_index(device, "get_device_properties")
+    index = _get_device_index(device, optional=True, fn="get_device_properties")
     return VdevDeviceProperties(*_C._get_device_properties(index))
 
 
@@ -200,7 +185,7 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
 def synchronize(device: Any = None) -> None:
     """Waits for all work queued on every stream of ``device`` (default: the current device), and
     raises the first error a task on one of them reported."""
-    _C._synchronize(_device_index(device, "synchronize"))
+    _C._synchronize(_get_device_index(device, optional=True, fn="synchronize"))
 
 
 def _is_in_bad_fork() -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from torch_vdev import _C
+from torch_vdev.vdev._utils import _get_device_index
 
 __all__ = [
     "empty_cache",
@@ -37,9 +38,7 @@ __all__ = [
 
 
 def _index(device: Any, fn: str) -> int:
-    from torch_vdev.vdev import _device_index  # the package imports this module
-
-    return _device_index(device, fn)
+    return _get_device_index(device, optional=True, fn=fn)
 
 
 def memory_stats(device: Any = None) -> OrderedDict[str, Any]:

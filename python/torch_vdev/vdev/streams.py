@@ -13,12 +13,11 @@ from typing import Any
 import torch
 
 from torch_vdev import _C
+from torch_vdev.vdev._utils import _get_device_index
 
 
 def _index(device: Any) -> int:
-    from torch_vdev.vdev import _device_index
-
-    return _device_index(device, "stream")
+    return _get_device_index(device, optional=True, fn="stream")
 
 
 class Stream(torch.Stream):

@@ -1,0 +1,68 @@
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <string>
+
+#include "bindings/bindings.h"
+#include "bindings/device_index.h"
+#include "runtime/config.h"
+#include "runtime/device.h"
+#include "runtime/errors.h"
+#include "runtime/process.h"
+#include "runtime/stream.h"
+
+namespace nb = nanobind;
+
+namespace vdev::bindings {
+namespace {
+
+void set_device(nb::handle device) {
+  const int index = device_index_from_py(device, "set_device", /*allow_none=*/false);
+  if (index == -1 && !PyLong_Check(device.ptr())) {
+    rt::fail<std::invalid_argument>("set_device",
+                                    "expected a vdev device with an index or an integer, got '",
+                                    nb::cast<std::string>(nb::str(device)), "'");
+  }
+  rt::set_device(index);
+}
+
+}  // namespace
+
+void bind_device(nb::module_& m) {
+  m.def("_noop", [] {}, "Does nothing: the baseline for binding-call benchmarks.");
+  m.def("_in_bad_fork", &rt::in_bad_fork,
+        "True in a child forked after the vdev runtime was initialised.");
+  m.def("_get_device_count", &rt::device_count,
+        "Number of vdev devices; raises RuntimeError if VDEV_DEVICE_COUNT is malformed.");
+  m.def("_is_available", [] { return rt::device_count_noexcept() > 0; });
+  m.def(
+      "_config_error", [] { return rt::config_error(); },
+      "The configuration error message, or None.");
+  m.def("_get_device", &rt::get_device, "The calling thread's current vdev device index.");
+  m.def("_set_device", &set_device, nb::arg("device").none(),
+        "Sets the calling thread's current vdev device (int, 'vdev:N' or torch.device).");
+  m.def("_exchange_device", &rt::exchange_device, nb::arg("device"),
+        "Sets the current device and returns the previous one.");
+  m.def("_maybe_exchange_device", &rt::maybe_exchange_device, nb::arg("device"),
+        "As _exchange_device, but -1 leaves the current device unchanged.");
+  m.def(
+      "_device_index",
+      [](nb::handle device, const char* fn) {
+        return device_index_from_py(device, fn, /*allow_none=*/true);
+      },
+      nb::arg("device").none(), nb::arg("fn"),
+      "Index of an int / 'vdev:N' / torch.device / None (-1 when it names no index).");
+  m.def(
+      "_get_device_properties",
+      [](int index) {
+        const rt::DeviceProperties& p = rt::device_properties(index);
+        return std::make_tuple(p.name, p.total_memory, p.major, p.minor, p.multi_processor_count);
+      },
+      nb::arg("device"), "(name, total_memory, major, minor, multi_processor_count)");
+  m.def("_synchronize", &rt::synchronize_device, nb::arg("device"),
+        nb::call_guard<nb::gil_scoped_release>(),
+        "Waits for all work queued on every stream of the device.");
+}
+
+}  // namespace vdev::bindings

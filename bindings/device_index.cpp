@@ -1,0 +1,73 @@
+#include "bindings/device_index.h"
+
+#include <c10/core/Device.h>
+#include <c10/util/Exception.h>
+#include <nanobind/stl/string.h>
+
+#include <climits>
+#include <optional>
+#include <string>
+
+#include "runtime/errors.h"
+
+namespace nb = nanobind;
+
+namespace vdev::bindings {
+namespace {
+
+int index_from_string(const std::string& s, const char* fn) {
+  std::optional<c10::Device> device;
+  try {
+    device.emplace(s);  // c10's parser: knows "vdev" once PrivateUse1 is renamed
+  } catch (const c10::Error&) {
+  }
+  if (!device) {
+    if (s.rfind("vdev", 0) == 0) {
+      rt::fail<std::invalid_argument>(fn, "invalid vdev device string '", s,
+                                      "': expected 'vdev' or 'vdev:N'");
+    }
+    rt::fail<std::invalid_argument>(fn, "expected a vdev device, got '", s, "'");
+  }
+  if (device->type() != c10::DeviceType::PrivateUse1) {
+    rt::fail<std::invalid_argument>(fn, "expected a vdev device, got '", s, "'");
+  }
+  return device->has_index() ? device->index() : -1;
+}
+
+}  // namespace
+
+int device_index_from_py(nb::handle obj, const char* fn, bool allow_none) {
+  PyObject* o = obj.ptr();
+  if (o == Py_None && allow_none) return -1;
+  if (PyUnicode_Check(o)) return index_from_string(nb::cast<std::string>(obj), fn);
+  if (std::string(Py_TYPE(o)->tp_name) == "torch.device") {
+    const std::string type = nb::cast<std::string>(obj.attr("type"));
+    if (type != "vdev") {
+      rt::fail<std::invalid_argument>(fn, "expected a vdev device, got '",
+                                      nb::cast<std::string>(nb::str(obj)), "'");
+    }
+    nb::object index = obj.attr("index");
+    return index.is_none() ? -1 : nb::cast<int>(index);
+  }
+  // Integers: Python ints and anything with __index__ (numpy integers), but not bool, which
+  // torch.device(True) rejects too.
+  if (!PyBool_Check(o) && (PyLong_Check(o) || PyIndex_Check(o))) {
+    nb::object as_int = nb::steal(PyNumber_Index(o));
+    if (!as_int.is_valid()) throw nb::python_error();
+    const long v = PyLong_AsLong(as_int.ptr());
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      rt::fail<std::out_of_range>(fn, "device index ", nb::str(obj).c_str(), " out of range");
+    }
+    if (v < INT_MIN || v > INT_MAX) {
+      rt::fail<std::out_of_range>(fn, "device index ", v, " out of range");
+    }
+    return static_cast<int>(v);
+  }
+  throw nb::type_error((std::string("[") + fn +
+                        "] expected an int, a 'vdev:N' string or a torch.device, got " +
+                        Py_TYPE(o)->tp_name)
+                           .c_str());
+}
+
+}  // namespace vdev::bindings

@@ -1,0 +1,33 @@
+#include "bindings/errors.h"
+
+#include <c10/util/Exception.h>
+#include <nanobind/nanobind.h>
+
+#include <exception>
+
+namespace nb = nanobind;
+
+namespace vdev::bindings {
+namespace {
+
+void translate_c10_error(const std::exception_ptr& p, void*) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const c10::IndexError& e) {
+    PyErr_SetString(PyExc_IndexError, e.what_without_backtrace());
+  } catch (const c10::ValueError& e) {
+    PyErr_SetString(PyExc_ValueError, e.what_without_backtrace());
+  } catch (const c10::TypeError& e) {
+    PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
+  } catch (const c10::NotImplementedError& e) {
+    PyErr_SetString(PyExc_NotImplementedError, e.what_without_backtrace());
+  } catch (const c10::Error& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+  }
+}
+
+}  // namespace
+
+void register_c10_errors() { nb::register_exception_translator(&translate_c10_error); }
+
+}  // namespace vdev::bindings

@@ -1,0 +1,86 @@
+// torch_vdev._testing: test-only entry points (runtime parsers and accounting, probes of the
+// registered guard, hooks and host allocator, and the gates and logs that make asynchrony
+// deterministic). A module of its own over the test-only libraries (cpp/runtime/testing,
+// cpp/backend/testing), so production code neither loads nor exports any of it; only the test
+// suite imports it. Streams are named by (device, stream_id), the fields of torch.Stream.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backend/testing/probes.h"
+#include "bindings/errors.h"
+#include "runtime/config.h"
+#include "runtime/memory.h"
+#include "runtime/stream.h"
+#include "runtime/testing/gate.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+namespace rt = vdev::rt;
+namespace probes = vdev::backend::testing;
+
+void bind_runtime(nb::module_& t) {
+  t.def("parse_device_count",
+        [](const std::string& s) { return rt::parse_device_count(s, "VDEV_DEVICE_COUNT"); });
+  t.def("parse_memory_size",
+        [](const std::string& s) { return rt::parse_memory_size(s, "VDEV_DEVICE_MEMORY"); });
+  t.def("runtime_allocated_bytes", [](int device) { return rt::memory_stats(device).allocated; });
+  t.def("pointer_device",
+        [](std::uintptr_t addr) { return rt::pointer_device(reinterpret_cast<void*>(addr)); });
+}
+
+void bind_probes(nb::module_& t) {
+  t.def("hooks_device_from_ptr", &probes::hooks_device_from_ptr);
+  t.def("hooks_has_primary_context", &probes::hooks_has_primary_context);
+  t.def("hooks_is_available", &probes::hooks_is_available);
+  t.def("hooks_device_count", &probes::hooks_device_count);
+  t.def("hooks_maybe_exchange_device", &probes::hooks_maybe_exchange_device);
+  t.def("guard_call", &probes::guard_call);
+  t.def("worker_intra_op_threads", &probes::worker_intra_op_threads,
+        nb::call_guard<nb::gil_scoped_release>());
+  t.def("host_record_event", &probes::host_record_event, nb::arg("ptr"), nb::arg("device"),
+        nb::arg("stream_id"),
+        "The host allocator's record_event on the pinned memory at `ptr` for (device, stream_id).");
+}
+
+void bind_gates(nb::module_& t) {
+  nb::class_<rt::testing::Gate>(t, "Gate")
+      .def(nb::new_([] { return std::make_shared<rt::testing::Gate>(); }))
+      .def("open", &rt::testing::Gate::open)
+      .def("is_open", &rt::testing::Gate::is_open)
+      .def("waiting", &rt::testing::Gate::waiting, "Tasks currently blocked on this gate.");
+  nb::class_<rt::testing::Log>(t, "Log")
+      .def(nb::new_([] { return std::make_shared<rt::testing::Log>(); }))
+      .def("values", &rt::testing::Log::values);
+  t.def("enqueue_gate", [](int device, std::int64_t id, std::shared_ptr<rt::testing::Gate> g) {
+    rt::testing::enqueue_gate(rt::stream_from_id(device, id), std::move(g));
+  });
+  t.def("enqueue_log",
+        [](int device, std::int64_t id, std::shared_ptr<rt::testing::Log> log, std::int64_t v) {
+          rt::testing::enqueue_log(rt::stream_from_id(device, id), std::move(log), v);
+        });
+  t.def("enqueue_failure", [](int device, std::int64_t id, const std::string& message) {
+    rt::testing::enqueue_failure(rt::stream_from_id(device, id), message);
+  });
+  t.def("enqueue_noop",
+        [](int device, std::int64_t id) { rt::stream_from_id(device, id).enqueue("noop", [] {}); });
+  t.def("stream_query",
+        [](int device, std::int64_t id) { return rt::stream_from_id(device, id).query(); });
+}
+
+}  // namespace
+
+NB_MODULE(_testing, m) {
+  m.doc() = "Test-only entry points of torch_vdev (not part of the public API)";
+  vdev::bindings::register_c10_errors();
+  bind_runtime(m);
+  bind_probes(m);
+  bind_gates(m);
+}

@@ -1,0 +1,38 @@
+#include "backend/common/stream_lookup.h"
+
+#include <c10/util/Exception.h>
+
+#include "backend/common/check.h"
+#include "runtime/device.h"
+
+namespace vdev::backend {
+
+c10::DeviceIndex checked_device_index(c10::Device d, const char* fn) {
+  TORCH_CHECK_VALUE(d.type() == c10::DeviceType::PrivateUse1, "[", fn,
+                    "] expected a vdev device, got ", d);
+  if (!d.has_index()) return static_cast<c10::DeviceIndex>(vdev::rt::get_device());
+  VDEV_RT(vdev::rt::check_device_index(d.index(), fn));
+  return d.index();
+}
+
+vdev::rt::Stream& runtime_stream(const c10::Stream& s) {
+  const c10::DeviceIndex index = checked_device_index(s.device(), "stream");
+  return VDEV_RT(vdev::rt::stream_from_id(index, s.id()));
+}
+
+vdev::rt::Stream& current_runtime_stream(c10::DeviceIndex device) {
+  return VDEV_RT(vdev::rt::current_stream(device));
+}
+
+c10::Stream to_c10(const vdev::rt::Stream& s) {
+  return c10::Stream(
+      c10::Stream::UNSAFE,
+      c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(s.device())),
+      static_cast<c10::StreamId>(s.id()));
+}
+
+void sync_current_stream(c10::Device device) {
+  VDEV_RT(current_runtime_stream(checked_device_index(device, "synchronize")).synchronize());
+}
+
+}  // namespace vdev::backend

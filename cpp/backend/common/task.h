@@ -1,0 +1,41 @@
+// Queueing backend work on a stream: the one place that decides what a task inherits from the host.
+//
+// A task runs on a stream worker, never on the thread that queued it, and must not depend on that
+// worker's thread-local state: the host decides what to run, the worker runs exactly that.
+// enqueue_task() therefore wraps every backend task so that it
+//   - runs below autograd and ADInplaceOrView (the host already did the autograd work), whatever
+//     the host's grad mode, inference mode or autocast state was;
+//   - uses the intra-op thread count of the queueing thread (torch.set_num_threads): ATen's
+//     OpenMP/MKL thread counts are per thread, and a worker started before set_num_threads would
+//     otherwise keep the default and oversubscribe the cores when several streams run at once.
+//
+// Thread rules: enqueue_task is called on the dispatching thread; the wrapped task runs on the
+// stream's worker. The callable must be copyable (the runtime stores std::function).
+#pragma once
+
+#include <ATen/Parallel.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+
+#include <utility>
+
+#include "backend/common/check.h"
+#include "backend/common/export.h"
+#include "runtime/stream.h"
+
+namespace vdev::backend {
+
+// Makes the calling worker use `threads` intra-op threads (a no-op when it already does).
+// Exported because enqueue_task, inlined into its callers, calls it.
+VDEV_BACKEND_API void use_intra_op_threads(int threads);
+
+template <typename F>
+void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn) {
+  const int threads = at::get_num_threads();
+  VDEV_RT(stream.enqueue(name, [fn = std::forward<F>(fn), threads]() mutable {
+    use_intra_op_threads(threads);
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    fn();
+  }));
+}
+
+}  // namespace vdev::backend

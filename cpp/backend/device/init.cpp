@@ -1,0 +1,18 @@
+#include "backend/device/init.h"
+
+#include <mutex>
+
+#include "backend/device/hooks.h"
+#include "backend/memory/host_allocator.h"
+
+namespace vdev::backend {
+
+void init_backend() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_hooks();
+    register_host_allocator();
+  });
+}
+
+}  // namespace vdev::backend

@@ -1,0 +1,89 @@
+#include "backend/executor/enqueue.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/common/stream_lookup.h"
+#include "backend/common/task.h"
+#include "backend/executor/launch_plan.h"
+#include "backend/executor/operator_task.h"
+#include "backend/executor/plan_cache.h"
+#include "backend/memory/storage_resize.h"
+
+namespace vdev::backend {
+namespace {
+
+at::Tensor fresh_output(const MetaTensor& m, c10::Device device) {
+  if (!m.defined) return at::Tensor();
+  return at::empty_strided(m.sizes, m.strides, at::TensorOptions().dtype(m.dtype).device(device));
+}
+
+// The plan for this call: cached by signature (the key is built in a reused buffer), else made now.
+// A plan that says "not asynchronously" is cached as such.
+std::shared_ptr<const LaunchPlan> plan_for(const c10::OperatorHandle& op,
+                                           const torch::jit::Stack& stack, std::size_t first,
+                                           std::size_t nargs) {
+  thread_local std::string key;
+  const bool keyed = plan_cache_key(key, op.schema(), stack, first, nargs);
+  if (keyed) {
+    if (auto plan = plan_cache_find(key)) return plan;
+  }
+  std::string miss_key = keyed ? key : std::string();  // the meta call may reenter
+  auto plan = make_launch_plan(op, stack, first, nargs);
+  if (keyed) plan_cache_store(miss_key, plan);
+  return plan;
+}
+
+// The outputs of the call on the device: the mutated argument itself (resized when the operator
+// resizes its out= tensor), or freshly allocated.
+std::vector<c10::IValue> device_outputs(const LaunchPlan& plan, const torch::jit::Stack& stack,
+                                        std::size_t first, c10::Device device) {
+  std::vector<c10::IValue> outputs;
+  outputs.reserve(plan.returns.size());
+  for (std::size_t i = 0; i < plan.returns.size(); ++i) {
+    const MetaReturn& m = plan.returns[i];
+    if (plan.aliased[i] >= 0) {
+      c10::IValue real = stack[first + static_cast<std::size_t>(plan.aliased[i])];
+      if (real.isTensor() && m.kind == MetaReturn::Tensor && m.tensors[0].defined &&
+          real.toTensor().sizes() != c10::IntArrayRef(m.tensors[0].sizes)) {
+        resize_vdev_tensor(real.toTensor(), m.tensors[0].sizes, std::nullopt);
+      }
+      outputs.push_back(real);
+    } else if (m.kind == MetaReturn::None) {
+      outputs.emplace_back();
+    } else if (m.kind == MetaReturn::Tensor) {
+      outputs.emplace_back(fresh_output(m.tensors[0], device));
+    } else {
+      c10::List<at::Tensor> list;
+      for (const MetaTensor& t : m.tensors) list.push_back(fresh_output(t, device));
+      outputs.emplace_back(list);
+    }
+  }
+  return outputs;
+}
+
+}  // namespace
+
+bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                          c10::Device device) {
+  const std::size_t nargs = op.schema().arguments().size();
+  const std::size_t first = stack->size() - nargs;
+  std::shared_ptr<const LaunchPlan> plan = plan_for(op, *stack, first, nargs);
+  if (!plan->ok) return false;
+
+  const c10::DeviceGuard guard(device);
+  std::vector<c10::IValue> outputs = device_outputs(*plan, *stack, first, device);
+  OperatorTask task = OperatorTask::capture(op, std::move(plan), *stack, first, outputs);
+  enqueue_task(current_runtime_stream(device.index()), op.schema().name().c_str(), std::move(task));
+
+  torch::jit::drop(*stack, nargs);
+  for (auto& o : outputs) stack->push_back(std::move(o));
+  return true;
+}
+
+}  // namespace vdev::backend

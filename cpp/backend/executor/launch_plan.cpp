@@ -1,0 +1,119 @@
+#include "backend/executor/launch_plan.h"
+
+#include <ATen/ops/empty_strided.h>
+
+#include "backend/executor/eligibility.h"
+#include "backend/executor/out_variants.h"
+#include "backend/executor/tensor_args.h"
+
+namespace vdev::backend {
+namespace {
+
+at::Tensor to_meta(const at::Tensor& t) {
+  if (!is_vdev_tensor(t)) return t;  // CPU scalars stay on the CPU: meta kernels accept them
+  at::Tensor m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  if (t.is_conj()) m._set_conj(true);
+  if (t.is_neg()) m._set_neg(true);
+  return m;
+}
+
+MetaTensor describe(const at::Tensor& t) {
+  MetaTensor m;
+  if (!t.defined()) return m;
+  m.defined = true;
+  m.sizes = t.sizes().vec();
+  m.strides = t.strides().vec();
+  m.dtype = t.scalar_type();
+  return m;
+}
+
+// Runs the operator on meta versions of its arguments and records its outputs' metadata in
+// `result` (result.ok: whether it worked and returned only tensors, tensor lists and None).
+void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
+              std::size_t nargs, LaunchPlan& result) {
+  torch::jit::Stack meta_stack;
+  meta_stack.reserve(nargs);
+  for (std::size_t i = first; i < first + nargs; ++i) {
+    meta_stack.push_back(map_tensors(stack[i], to_meta));
+  }
+  try {
+    op.callBoxed(&meta_stack);
+  } catch (const std::exception&) {
+    return;  // ok = false
+  }
+  for (const c10::IValue& v : meta_stack) {
+    MetaReturn r;
+    if (v.isNone()) {
+      r.kind = MetaReturn::None;
+    } else if (v.isTensor()) {
+      r.kind = MetaReturn::Tensor;
+      r.tensors.push_back(describe(v.toTensor()));
+    } else if (v.isTensorList()) {
+      r.kind = MetaReturn::TensorList;
+      for (const at::Tensor& t : v.toTensorVector()) r.tensors.push_back(describe(t));
+    } else {
+      result.returns.clear();
+      return;  // a non-tensor result: not asynchronously
+    }
+    result.returns.push_back(std::move(r));
+  }
+  result.ok = true;
+}
+
+// The argument index whose alias set a mutable return shares (in-place and out= operators).
+std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& s, const c10::Argument& r) {
+  if (r.alias_info() == nullptr) return std::nullopt;
+  const auto& args = s.arguments();
+  for (std::size_t j = 0; j < args.size(); ++j) {
+    const c10::AliasInfo* a = args[j].alias_info();
+    if (a != nullptr && a->isWrite() && a->beforeSets() == r.alias_info()->beforeSets()) return j;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op,
+                                                   const torch::jit::Stack& stack,
+                                                   std::size_t first, std::size_t nargs) {
+  const c10::FunctionSchema& schema = op.schema();
+  auto plan = std::make_shared<LaunchPlan>();
+  if (!eligible(schema, stack, first)) return plan;  // ok = false
+  run_meta(op, stack, first, nargs, *plan);
+  const auto& rets = schema.returns();
+  if (!plan->ok || plan->returns.size() != rets.size()) {
+    plan->ok = false;
+    return plan;
+  }
+  std::size_t n_aliased = 0;
+  for (const auto& r : rets) {
+    const std::optional<std::size_t> j = aliased_argument(schema, r);
+    plan->aliased.push_back(j ? static_cast<int>(*j) : -1);
+    n_aliased += j ? 1 : 0;
+  }
+  if (n_aliased != 0 && n_aliased != rets.size()) {
+    plan->ok = false;  // mixed fresh and mutated returns
+    return plan;
+  }
+  plan->all_fresh = n_aliased == 0;
+  if (plan->all_fresh && !rets.empty()) {
+    bool single_tensors = true;
+    for (const MetaReturn& m : plan->returns) {
+      single_tensors &= m.kind == MetaReturn::Tensor && m.tensors[0].defined;
+    }
+    if (single_tensors) plan->out_op = out_variant_of(op);
+    if (plan->out_op && is_refused_out_overload(*plan->out_op)) plan->out_op.reset();
+  } else {
+    const auto& sargs = schema.arguments();
+    for (std::size_t j = 0; j < sargs.size(); ++j) {
+      const c10::AliasInfo* a = sargs[j].alias_info();
+      if (a != nullptr && a->isWrite() && sargs[j].kwarg_only() && stack[first + j].isTensor()) {
+        plan->out_args.push_back(j);
+      }
+    }
+    if (!plan->out_args.empty() && is_refused_out_overload(op)) plan->out_refused.store(true);
+  }
+  return plan;
+}
+
+}  // namespace vdev::backend

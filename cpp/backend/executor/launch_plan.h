@@ -1,0 +1,55 @@
+// The launch plan of an operator call: everything the executor decides from the operator and its
+// arguments' metadata, computed once per signature (and cached, backend/executor/plan_cache.h).
+//
+// Making a plan checks eligibility (backend/executor/eligibility.h), runs the operator on meta
+// tensors (PyTorch's meta kernels) to learn its outputs' sizes, strides and dtypes, and reads from
+// the schema which returns are fresh outputs and which write an argument (in-place and out=
+// operators). A plan with ok == false means "run synchronously"; it is cached too, so the
+// operator is declined at once next time.
+//
+// Thread rules: make_launch_plan runs on the dispatching thread. A plan is immutable once made and
+// shared by the cache and queued tasks, except `out_refused`, which a stream worker may set.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace vdev::backend {
+
+// Metadata of one returned tensor (undefined: `defined` false).
+struct MetaTensor {
+  bool defined = false;
+  std::vector<int64_t> sizes, strides;
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+};
+
+// One return: a tensor, a list of tensors, or None.
+struct MetaReturn {
+  enum Kind { Tensor, TensorList, None } kind = None;
+  std::vector<MetaTensor> tensors;
+};
+
+struct LaunchPlan {
+  bool ok = false;  // false: run synchronously (not eligible, meta call failed, mixed returns)
+  std::vector<MetaReturn> returns;
+  std::vector<int> aliased;                   // per return: the argument it writes, or -1 (fresh)
+  bool all_fresh = false;                     // every return is a fresh output
+  std::vector<std::size_t> out_args;          // kwarg-only written tensor arguments (out= ops)
+  std::optional<c10::OperatorHandle> out_op;  // out= overload for all-fresh single-tensor returns
+  // Set (by a stream worker) once the out= kernel refused its outputs: the functional form plus a
+  // copy is used from then on. Read on every launch without a lock.
+  mutable std::atomic<bool> out_refused{false};
+};
+
+// The plan for `op` applied to stack[first, first + nargs).
+std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op,
+                                                   const torch::jit::Stack& stack,
+                                                   std::size_t first, std::size_t nargs);
+
+}  // namespace vdev::backend

@@ -1,0 +1,157 @@
+#include "backend/executor/operator_task.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/alias.h>
+#include <ATen/ops/empty_like.h>
+
+#include <stdexcept>
+
+#include "backend/executor/out_variants.h"
+#include "backend/executor/tensor_args.h"
+
+namespace vdev::backend {
+namespace {
+
+void copy_result(at::Tensor dst, const at::Tensor& src) {
+  TORCH_CHECK(dst.sizes() == src.sizes(), "the meta kernel predicted an output of shape ",
+              dst.sizes(), " but the CPU kernel produced ", src.sizes());
+  dst.copy_(src);
+}
+
+// Copies every tensor of `src` into the matching tensor of `dst` (fresh-output aliases).
+void copy_results(const std::vector<c10::IValue>& dst, const torch::jit::Stack& src) {
+  for (std::size_t i = 0; i < dst.size(); ++i) {
+    if (dst[i].isTensor() && dst[i].toTensor().defined()) {
+      copy_result(dst[i].toTensor(), src[i].toTensor());
+    } else if (dst[i].isTensorList()) {
+      const auto ds = dst[i].toTensorVector();
+      const auto ss = src[i].toTensorVector();
+      TORCH_CHECK(ds.size() == ss.size(), "the meta kernel predicted ", ds.size(),
+                  " outputs but the CPU kernel produced ", ss.size());
+      for (std::size_t k = 0; k < ds.size(); ++k) copy_result(ds[k], ss[k]);
+    }
+  }
+}
+
+// A vdev tensor as a CPU alias of its device bytes; a CPU tensor as a snapshot.
+at::Tensor alias_or_snapshot(const at::Tensor& t) {
+  if (!t.defined()) return t;
+  if (is_vdev_tensor(t)) return cpu_alias(t);
+  return t.clone();
+}
+
+}  // namespace
+
+OperatorTask OperatorTask::capture(const c10::OperatorHandle& op,
+                                   std::shared_ptr<const LaunchPlan> plan,
+                                   const torch::jit::Stack& stack, std::size_t first,
+                                   const std::vector<c10::IValue>& outputs) {
+  OperatorTask task(op, std::move(plan));
+  const LaunchPlan& p = *task.plan_;
+  task.args_.reserve(stack.size() - first);
+  for (std::size_t i = first; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor() && is_vdev_tensor(v.toTensor())) {
+      task.arg_specs_.emplace_back(i - first, AliasSpec::of(v.toTensor()));
+      task.args_.emplace_back();  // placeholder
+    } else {
+      task.args_.push_back(map_tensors(v, alias_or_snapshot));
+    }
+  }
+  if (p.all_fresh && !outputs.empty()) {
+    task.fresh_outputs_ = true;
+    task.use_out_op_ = p.out_op.has_value() && !p.out_refused.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const c10::IValue& o = outputs[i];
+      if (o.isTensor() && is_vdev_tensor(o.toTensor())) {
+        task.output_specs_.emplace_back(AliasSpec::of(o.toTensor()));
+      } else {
+        task.output_specs_.emplace_back();
+        task.host_outputs_.resize(outputs.size());  // only when some return needs it
+        task.host_outputs_[i] = map_tensors(o, alias_or_snapshot);
+      }
+    }
+  }
+  return task;
+}
+
+void OperatorTask::operator()() {
+  try {
+    run();
+  } catch (const c10::Error& e) {
+    // The stream names the operator; keep the message, not the C++ backtrace.
+    throw std::runtime_error(e.what_without_backtrace());
+  }
+}
+
+void OperatorTask::run() {
+  const torch::jit::Stack made = make_args();
+  torch::jit::Stack stack = made;
+  if (!fresh_outputs_) {  // in-place / out=: writes through the argument aliases
+    run_mutating(made, stack);
+    return;
+  }
+  std::vector<c10::IValue> outputs =
+      host_outputs_.empty() ? std::vector<c10::IValue>(output_specs_.size()) : host_outputs_;
+  for (std::size_t i = 0; i < output_specs_.size(); ++i) {
+    if (output_specs_[i]) outputs[i] = output_specs_[i]->make();
+  }
+  if (use_out_op_) {
+    // Separate alias objects: an out= kernel may resize them before failing, and `outputs` must
+    // keep the device allocations' metadata for the fallback below.
+    for (const auto& o : outputs) stack.push_back(at::alias(o.toTensor()));
+    try {
+      plan_->out_op->callBoxed(&stack);
+      return;
+    } catch (const c10::Error& e) {
+      if (!out_overload_refused(e)) throw;
+      refuse(*plan_->out_op);  // use the functional form from now on
+    }
+    stack = made;
+  }
+  op_.callBoxed(&stack);
+  copy_results(outputs, stack);
+}
+
+void OperatorTask::refuse(const c10::OperatorHandle& out_overload) const {
+  plan_->out_refused.store(true, std::memory_order_relaxed);
+  remember_refused_out_overload(out_overload);
+}
+
+torch::jit::Stack OperatorTask::make_args() const {
+  torch::jit::Stack stack = args_;
+  for (const auto& [i, spec] : arg_specs_) stack[i] = spec.make();
+  return stack;
+}
+
+// Some out= kernels refuse fixed device aliases as outputs (out_overload_refused: mse_loss.out
+// with a reduction resizes them to an intermediate shape): they get resizable CPU temporaries,
+// copied into the device outputs afterwards.
+void OperatorTask::run_mutating(const torch::jit::Stack& made, torch::jit::Stack& stack) {
+  const std::vector<std::size_t>& out_args = plan_->out_args;
+  if (!out_args.empty() && !plan_->out_refused.load(std::memory_order_relaxed)) {
+    for (std::size_t j : out_args) stack[j] = at::alias(made[j].toTensor());  // own metadata
+    try {
+      op_.callBoxed(&stack);
+      return;
+    } catch (const c10::Error& e) {
+      if (!out_overload_refused(e)) throw;
+      refuse(op_);
+    }
+    stack = made;
+  } else if (out_args.empty()) {
+    op_.callBoxed(&stack);
+    return;
+  }
+  std::vector<at::Tensor> temps;
+  for (std::size_t j : out_args) {
+    temps.push_back(at::empty_like(made[j].toTensor()));
+    stack[j] = temps.back();
+  }
+  op_.callBoxed(&stack);
+  for (std::size_t k = 0; k < out_args.size(); ++k) {
+    copy_result(made[out_args[k]].toTensor(), temps[k]);
+  }
+}
+
+}  // namespace vdev::backend

@@ -1,0 +1,70 @@
+// The task that runs one queued operator call on a stream worker.
+//
+// Captured on the host (capture()): vdev tensor arguments become AliasSpecs, made into CPU aliases
+// of the device bytes on the worker (backend/common/cpu_view.h), so that their allocations stay on
+// the thread that frees them; CPU tensor arguments are snapshotted (the caller may change them
+// once the call returns); fresh outputs, already allocated on the device, are captured the same
+// way. The task holds no device memory: the caching allocator orders the reuse of freed blocks by
+// streams (backend/memory/device_cache.h), as CUDA's does.
+//
+// Run on the worker (operator()): the CPU kernel computes on the aliases. Fresh outputs are
+// written by the out= overload when the plan has one (backend/executor/out_variants.h), else by
+// the functional kernel followed by a copy; in-place and out= operators write through their
+// argument aliases. An out= kernel that refuses its outputs is remembered, and the functional
+// form plus a copy is used instead, now and from then on.
+//
+// Thread rules: capture() on the dispatching thread; operator() on one stream worker. Copyable
+// (the runtime stores std::function); copies share the plan.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <c10/util/SmallVector.h>
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "backend/common/cpu_view.h"
+#include "backend/executor/launch_plan.h"
+
+namespace vdev::backend {
+
+class OperatorTask {
+ public:
+  // The call of `op` on stack[first, end) with `outputs` (the device tensors the call returns)
+  // under `plan`.
+  static OperatorTask capture(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
+                              const torch::jit::Stack& stack, std::size_t first,
+                              const std::vector<c10::IValue>& outputs);
+
+  // Runs the call. Errors leave as std::runtime_error with the message only (the stream adds the
+  // operator's name).
+  void operator()();
+
+ private:
+  OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan)
+      : op_(op), plan_(std::move(plan)) {}
+
+  void run();
+  void run_mutating(const torch::jit::Stack& made, torch::jit::Stack& stack);
+  void refuse(const c10::OperatorHandle& out_overload) const;
+  torch::jit::Stack make_args() const;
+
+  c10::OperatorHandle op_;                  // as called: functional, in-place or out=
+  std::shared_ptr<const LaunchPlan> plan_;  // out_op, out_args, out_refused
+  bool use_out_op_ = false;                 // all outputs fresh and plan_->out_op usable
+  // The arguments: snapshots of CPU tensors and other values; vdev tensors are made into CPU
+  // aliases on the worker from arg_specs_ (position, spec), or, inside tensor lists, on the host.
+  torch::jit::Stack args_;
+  c10::SmallVector<std::pair<std::size_t, AliasSpec>, 3> arg_specs_;
+  // Fresh outputs: single tensors as specs (aliases made on the worker), other returns (tensor
+  // lists, None) as host-made IValues in host_outputs_ at the same positions.
+  bool fresh_outputs_ = false;
+  c10::SmallVector<std::optional<AliasSpec>, 2> output_specs_;
+  std::vector<c10::IValue> host_outputs_;
+};
+
+}  // namespace vdev::backend

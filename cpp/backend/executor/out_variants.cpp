@@ -1,0 +1,96 @@
+#include "backend/executor/out_variants.h"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace vdev::backend {
+namespace {
+
+bool is_out_variant(const c10::FunctionSchema& f, const c10::FunctionSchema& o) {
+  const auto& fa = f.arguments();
+  const auto& oa = o.arguments();
+  if (o.name() != f.name() || oa.size() != fa.size() + f.returns().size()) return false;
+  for (std::size_t i = 0; i < fa.size(); ++i) {
+    if (fa[i].name() != oa[i].name() || *fa[i].type() != *oa[i].type()) return false;
+  }
+  for (std::size_t i = fa.size(); i < oa.size(); ++i) {
+    const c10::AliasInfo* alias = oa[i].alias_info();
+    if (alias == nullptr || !alias->isWrite() ||
+        oa[i].type()->kind() != c10::TypeKind::TensorType) {
+      return false;
+    }
+  }
+  return true;
+}
+
+struct Cache {
+  std::mutex mu;
+  bool indexed = false;
+  std::unordered_map<std::string, std::vector<c10::OperatorName>> overloads;  // by op name
+  std::unordered_map<c10::OperatorName, std::optional<c10::OperatorHandle>> found;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // leaked: used by stream workers until exit
+  return *c;
+}
+
+struct Refused {
+  std::mutex mu;
+  std::unordered_set<c10::OperatorName> names;
+};
+
+Refused& refused() {
+  static Refused* r = new Refused;  // leaked: used by stream workers until exit
+  return *r;
+}
+
+}  // namespace
+
+std::optional<c10::OperatorHandle> out_variant_of(const c10::OperatorHandle& op) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  const c10::OperatorName& name = op.operator_name();
+  auto hit = c.found.find(name);
+  if (hit != c.found.end()) return hit->second;
+  if (!c.indexed) {
+    for (const c10::OperatorName& n : c10::Dispatcher::singleton().getAllOpNames()) {
+      c.overloads[n.name].push_back(n);
+    }
+    c.indexed = true;
+  }
+  std::optional<c10::OperatorHandle> result;
+  auto it = c.overloads.find(name.name);
+  if (it != c.overloads.end()) {
+    for (const c10::OperatorName& candidate : it->second) {
+      auto handle = c10::Dispatcher::singleton().findSchema(candidate);
+      if (handle && handle->hasSchema() && is_out_variant(op.schema(), handle->schema())) {
+        result = handle;
+        break;
+      }
+    }
+  }
+  c.found.emplace(name, result);
+  return result;
+}
+
+bool out_overload_refused(const c10::Error& e) {
+  const std::string msg = e.what_without_backtrace();
+  return msg.find("not resizable") != std::string::npos ||
+         msg.find("Expected out tensor to have dtype") != std::string::npos;
+}
+
+void remember_refused_out_overload(const c10::OperatorHandle& out_overload) {
+  std::lock_guard<std::mutex> lock(refused().mu);
+  refused().names.insert(out_overload.operator_name());
+}
+
+bool is_refused_out_overload(const c10::OperatorHandle& out_overload) {
+  std::lock_guard<std::mutex> lock(refused().mu);
+  return refused().names.count(out_overload.operator_name()) != 0;
+}
+
+}  // namespace vdev::backend

@@ -1,0 +1,139 @@
+#include "backend/memory/allocator.h"
+
+#include <c10/util/Exception.h>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <vector>
+
+#include "backend/common/check.h"
+#include "backend/common/stream_lookup.h"
+#include "backend/memory/device_cache.h"
+#include "runtime/config.h"
+#include "runtime/device.h"
+#include "runtime/memory.h"
+#include "runtime/process.h"
+#include "runtime/stream.h"
+
+namespace vdev::backend {
+namespace {
+
+using c10::CachingDeviceAllocator::DeviceStats;
+
+constexpr auto kVdev = c10::DeviceType::PrivateUse1;
+
+// One cache per device, created on first use, never destroyed (tensors may be freed during
+// interpreter teardown, after static destructors).
+class Caches {
+ public:
+  DeviceCache& of(int device) {
+    DeviceCache* c = caches_[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
+    if (c != nullptr) return *c;
+    std::lock_guard<std::mutex> lock(mu_);
+    c = caches_[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
+    if (c == nullptr) {
+      c = new DeviceCache(device);
+      caches_[static_cast<std::size_t>(device)].store(c, std::memory_order_release);
+    }
+    return *c;
+  }
+  // The caches created so far.
+  std::vector<DeviceCache*> existing() {
+    std::vector<DeviceCache*> out;
+    for (auto& c : caches_) {
+      if (DeviceCache* p = c.load(std::memory_order_acquire)) out.push_back(p);
+    }
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::array<std::atomic<DeviceCache*>, vdev::rt::kMaxDevices> caches_{};
+};
+
+Caches& caches() {
+  static Caches* c = new Caches;  // leaked: see above
+  return *c;
+}
+
+void free_block(void* ctx) {
+  auto* block = static_cast<Block*>(ctx);
+  caches().of(DeviceCache::info(block).device).free(block);
+}
+
+class VdevAllocator final : public c10::DeviceAllocator {
+ public:
+  c10::DataPtr allocate(std::size_t nbytes) override {
+    const int device = vdev::rt::get_device();
+    const c10::Device dev(kVdev, static_cast<c10::DeviceIndex>(device));
+    if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, dev);
+    VDEV_RT(vdev::rt::check_not_forked("device_malloc"));
+    vdev::rt::Stream& stream = VDEV_RT(vdev::rt::current_stream(device));
+    Block* block = caches().of(device).allocate(nbytes, stream);
+    return c10::DataPtr(DeviceCache::info(block).ptr, block, &free_block, dev);
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    const int device = vdev::rt::pointer_device(src);  // queued work may still write src
+    if (device >= 0) sync_current_stream(c10::Device(kVdev, static_cast<c10::DeviceIndex>(device)));
+    vdev::rt::memcpy_device_to_device(dest, src, count);
+  }
+
+  bool initialized() override { return true; }
+
+  void emptyCache(c10::MempoolId_t) override {
+    for (DeviceCache* c : caches().existing()) c->empty_cache();
+  }
+
+  void recordStream(const c10::DataPtr& data_ptr, c10::Stream stream) override {
+    if (data_ptr.get_deleter() != &free_block || data_ptr.get_context() == nullptr) return;
+    auto* block = static_cast<Block*>(data_ptr.get_context());
+    caches().of(DeviceCache::info(block).device).record_stream(block, runtime_stream(stream));
+  }
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    VDEV_RT(vdev::rt::check_device_index(device, "memory_stats"));
+    return caches().of(device).stats();
+  }
+
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    VDEV_RT(vdev::rt::check_device_index(device, "reset_accumulated_memory_stats"));
+    caches().of(device).reset_accumulated_stats();
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override {
+    VDEV_RT(vdev::rt::check_device_index(device, "reset_peak_memory_stats"));
+    caches().of(device).reset_peak_stats();
+  }
+
+  std::pair<std::size_t, std::size_t> getMemoryInfo(c10::DeviceIndex device) override {
+    return VDEV_RT(vdev::rt::mem_get_info(device));
+  }
+};
+
+}  // namespace
+
+c10::DeviceAllocator* device_allocator() {
+  // Leaked on purpose: tensors may be freed during interpreter teardown, after static destructors.
+  static VdevAllocator* instance = new VdevAllocator;
+  return instance;
+}
+
+void set_memory_fraction(double fraction, int device) {
+  VDEV_RT(vdev::rt::check_device_index(device, "set_per_process_memory_fraction"));
+  TORCH_CHECK_VALUE(fraction >= 0.0 && fraction <= 1.0, "Invalid fraction value: ", fraction,
+                    ". Allowed range: 0~1");
+  caches().of(device).set_memory_fraction(fraction);
+}
+
+double memory_fraction(int device) {
+  VDEV_RT(vdev::rt::check_device_index(device, "get_per_process_memory_fraction"));
+  return caches().of(device).memory_fraction();
+}
+
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, device_allocator());
+
+}  // namespace vdev::backend

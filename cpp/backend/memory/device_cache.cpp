@@ -1,0 +1,325 @@
+#include "backend/memory/device_cache.h"
+
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "backend/memory/cache_stats.h"
+#include "runtime/errors.h"
+#include "runtime/memory.h"
+
+namespace vdev::backend {
+
+using c10::CachingDeviceAllocator::DeviceStats;
+
+namespace {
+
+constexpr std::size_t kMinBlockSize = 512;        // every request is rounded up to this
+constexpr std::size_t kSmallSize = 1 << 20;       // largest request of the small pool
+constexpr std::size_t kSmallBuffer = 2 << 20;     // segment size of the small pool
+constexpr std::size_t kLargeBuffer = 20 << 20;    // segment size for requests below kMinLargeAlloc
+constexpr std::size_t kMinLargeAlloc = 10 << 20;  // from here, segments fit the request
+constexpr std::size_t kRoundLarge = 2 << 20;      // ... rounded up to this
+
+std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
+
+std::size_t block_size_for(std::size_t nbytes) {
+  return nbytes < kMinBlockSize ? kMinBlockSize : round_up(nbytes, kMinBlockSize);
+}
+
+std::size_t segment_size_for(std::size_t size) {
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return round_up(size, kRoundLarge);
+}
+
+}  // namespace
+
+struct Block {
+  int device;
+  vdev::rt::Stream* stream;  // the stream it was allocated on; only reused there
+  bool small;                // its pool
+  std::size_t size;          // bytes of the block (a multiple of kMinBlockSize)
+  char* ptr;                 // device address
+  std::size_t requested = 0;
+  bool allocated = false;
+  Block* prev = nullptr;  // neighbours within the segment
+  Block* next = nullptr;
+  std::vector<vdev::rt::Stream*> uses;  // other streams declared with record_stream
+  // A deferred free: (stream, enqueued count at the free); reusable once every one has completed.
+  std::vector<std::pair<vdev::rt::Stream*, std::uint64_t>> fences;
+
+  bool is_split() const { return prev != nullptr || next != nullptr; }
+};
+
+namespace {
+
+// Pool order: by stream, then size, then address, so lower_bound finds the best fit on a stream.
+struct BlockOrder {
+  bool operator()(const Block* a, const Block* b) const {
+    if (a->stream != b->stream) return std::less<const void*>{}(a->stream, b->stream);
+    if (a->size != b->size) return a->size < b->size;
+    return std::less<const void*>{}(a->ptr, b->ptr);
+  }
+};
+
+using Pool = std::set<Block*, BlockOrder>;
+
+}  // namespace
+
+struct DeviceCache::State {
+  int device;
+  std::mutex mu;
+  Pool small_pool, large_pool;
+  std::vector<Block*> deferred;  // freed blocks waiting for their fences
+  DeviceStats stats;
+  double fraction = 1.0;
+
+  State() { stats.max_split_size = -1; }  // blocks of any size may be split, as CUDA's default
+
+  Pool& pool(bool small) { return small ? small_pool : large_pool; }
+
+  std::size_t capacity() const { return vdev::rt::memory_stats(device).capacity; }
+  std::size_t allowed() const {
+    return static_cast<std::size_t>(fraction * static_cast<double>(capacity()));
+  }
+
+  // Best fit on `stream` in the pool, removed from it; null if none.
+  Block* take_free_block(bool small, vdev::rt::Stream* stream, std::size_t size) {
+    Pool& p = pool(small);
+    Block key{device, stream, small, size, nullptr};
+    auto it = p.lower_bound(&key);
+    if (it == p.end() || (*it)->stream != stream) return nullptr;
+    Block* b = *it;
+    p.erase(it);
+    return b;
+  }
+
+  // A fresh segment as one block, or null when the device (or the fraction) has no room. When the
+  // usual segment size does not fit, a segment of just the block's size is tried: a device
+  // configured with little memory (VDEV_DEVICE_MEMORY=1MiB) stays usable to the last byte.
+  Block* new_segment(bool small, vdev::rt::Stream* stream, std::size_t size) {
+    const auto reserved = static_cast<std::size_t>(current_aggregate(stats.reserved_bytes));
+    void* p = nullptr;
+    std::size_t bytes = 0;
+    for (std::size_t candidate : {segment_size_for(size), size}) {
+      if (p != nullptr || reserved + candidate > allowed()) continue;
+      try {
+        p = vdev::rt::device_malloc(device, candidate);
+        bytes = candidate;
+      } catch (const vdev::rt::OutOfMemory&) {
+      }
+    }
+    if (p == nullptr) return nullptr;
+    add_to_stat(stats.segment, small, 1);
+    add_to_stat(stats.reserved_bytes, small, static_cast<std::int64_t>(bytes));
+    ++stats.num_device_alloc;
+    return new Block{device, stream, small, bytes, static_cast<char*>(p)};
+  }
+
+  // Moves deferred blocks whose fences have all completed back to their pools.
+  void process_deferred() {
+    if (deferred.empty()) return;
+    std::vector<Block*> still;
+    for (Block* b : deferred) {
+      bool done = true;
+      for (const auto& [s, count] : b->fences) done &= s->completed_count() >= count;
+      if (done) {
+        b->fences.clear();
+        release_to_pool(b);
+      } else {
+        still.push_back(b);
+      }
+    }
+    deferred.swap(still);
+  }
+
+  // Returns a no longer active block to its pool, merging it with free neighbours.
+  void release_to_pool(Block* b) {
+    const std::size_t original = b->size;
+    std::int64_t split_blocks = 0, split_bytes = 0;
+    for (Block* n : {b->prev, b->next}) {
+      if (n == nullptr || n->allocated || !n->fences.empty()) continue;
+      pool(b->small).erase(n);
+      split_blocks -= 1;  // n was an inactive split block; it disappears into b
+      split_bytes -= static_cast<std::int64_t>(n->size);
+      if (n == b->prev) {
+        b->ptr = n->ptr;
+        b->prev = n->prev;
+        if (b->prev) b->prev->next = b;
+      } else {
+        b->next = n->next;
+        if (b->next) b->next->prev = b;
+      }
+      b->size += n->size;
+      delete n;
+    }
+    if (b->is_split()) {
+      split_blocks += 1;
+      split_bytes += static_cast<std::int64_t>(b->size);
+    }
+    add_to_stat(stats.inactive_split, b->small, split_blocks);
+    add_to_stat(stats.inactive_split_bytes, b->small, split_bytes);
+    add_to_stat(stats.active, b->small, -1);
+    add_to_stat(stats.active_bytes, b->small, -static_cast<std::int64_t>(original));
+    b->uses.clear();
+    pool(b->small).insert(b);
+  }
+
+  // Gives every whole free segment back to the runtime. The caller has made sure that no queued
+  // work can still use them (wait_device_idle under the lock).
+  void release_free_segments() {
+    process_deferred();
+    for (Pool* p : {&small_pool, &large_pool}) {
+      for (auto it = p->begin(); it != p->end();) {
+        Block* b = *it;
+        if (b->is_split()) {
+          ++it;
+          continue;
+        }
+        it = p->erase(it);
+        vdev::rt::device_free(b->ptr);
+        add_to_stat(stats.segment, b->small, -1);
+        add_to_stat(stats.reserved_bytes, b->small, -static_cast<std::int64_t>(b->size));
+        ++stats.num_device_free;
+        delete b;
+      }
+    }
+  }
+
+  // Waits for all queued work of the device (errors stay pending for their streams).
+  void wait_idle() {
+    vdev::rt::wait_device_idle(device);
+    ++stats.num_sync_all_streams;
+  }
+
+  [[noreturn]] void out_of_memory(std::size_t nbytes) {
+    ++stats.num_ooms;
+    const auto [free_bytes, total] = vdev::rt::mem_get_info(device);
+    const OutOfMemoryFacts facts{device,
+                                 nbytes,
+                                 total,
+                                 free_bytes,
+                                 static_cast<std::size_t>(current_aggregate(stats.allocated_bytes)),
+                                 static_cast<std::size_t>(current_aggregate(stats.reserved_bytes)),
+                                 fraction,
+                                 allowed()};
+    TORCH_CHECK_WITH(OutOfMemoryError, false, out_of_memory_message(facts));
+  }
+};
+
+DeviceCache::DeviceCache(int device) : s_(std::make_unique<State>()) { s_->device = device; }
+DeviceCache::~DeviceCache() = default;
+
+Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {
+  State& s = *s_;
+  const std::size_t size = block_size_for(nbytes);
+  const bool small = size <= kSmallSize;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.process_deferred();
+  Block* b = s.take_free_block(small, &stream, size);
+  if (b == nullptr) b = s.new_segment(small, &stream, size);
+  if (b == nullptr) {
+    // Release the cache and retry once, as CUDA's allocator does.
+    ++s.stats.num_alloc_retries;
+    s.wait_idle();
+    s.release_free_segments();
+    b = s.new_segment(small, &stream, size);
+  }
+  if (b == nullptr) s.out_of_memory(nbytes);
+
+  const bool was_split = b->is_split();
+  const std::size_t rest = b->size - size;
+  if (small ? rest >= kMinBlockSize : rest > kSmallSize) {
+    auto* remaining = new Block{s.device, &stream, small, rest, b->ptr + size};
+    remaining->prev = b;
+    remaining->next = b->next;
+    if (remaining->next) remaining->next->prev = remaining;
+    b->next = remaining;
+    b->size = size;
+    s.pool(small).insert(remaining);
+    if (was_split) {
+      add_to_stat(s.stats.inactive_split_bytes, small, -static_cast<std::int64_t>(size));
+    } else {
+      add_to_stat(s.stats.inactive_split, small, 1);
+      add_to_stat(s.stats.inactive_split_bytes, small, static_cast<std::int64_t>(rest));
+    }
+  } else if (was_split) {
+    add_to_stat(s.stats.inactive_split, small, -1);
+    add_to_stat(s.stats.inactive_split_bytes, small, -static_cast<std::int64_t>(b->size));
+  }
+  b->allocated = true;
+  b->requested = nbytes;
+  add_to_stat(s.stats.allocation, small, 1);
+  add_to_stat(s.stats.allocated_bytes, small, static_cast<std::int64_t>(b->size));
+  add_to_stat(s.stats.active, small, 1);
+  add_to_stat(s.stats.active_bytes, small, static_cast<std::int64_t>(b->size));
+  add_to_stat(s.stats.requested_bytes, small, static_cast<std::int64_t>(nbytes));
+  return b;
+}
+
+void DeviceCache::free(Block* b) {
+  State& s = *s_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  b->allocated = false;
+  add_to_stat(s.stats.allocation, b->small, -1);
+  add_to_stat(s.stats.allocated_bytes, b->small, -static_cast<std::int64_t>(b->size));
+  add_to_stat(s.stats.requested_bytes, b->small, -static_cast<std::int64_t>(b->requested));
+  b->requested = 0;
+  if (!b->uses.empty()) {
+    for (vdev::rt::Stream* use : b->uses) b->fences.emplace_back(use, use->enqueued_count());
+    b->uses.clear();
+    s.deferred.push_back(b);  // still active until its fences complete
+    s.process_deferred();     // (they may have already)
+    return;
+  }
+  s.release_to_pool(b);
+}
+
+void DeviceCache::record_stream(Block* b, vdev::rt::Stream& stream) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  if (&stream == b->stream) return;  // ordered by the stream itself
+  if (std::find(b->uses.begin(), b->uses.end(), &stream) == b->uses.end()) {
+    b->uses.push_back(&stream);
+  }
+}
+
+void DeviceCache::empty_cache() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  s_->wait_idle();
+  s_->release_free_segments();
+}
+
+void DeviceCache::set_memory_fraction(double fraction) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  s_->fraction = fraction;
+}
+
+double DeviceCache::memory_fraction() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return s_->fraction;
+}
+
+DeviceStats DeviceCache::stats() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  s_->process_deferred();
+  return s_->stats;
+}
+
+void DeviceCache::reset_accumulated_stats() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  reset_accumulated(s_->stats);
+}
+
+void DeviceCache::reset_peak_stats() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  reset_peaks(s_->stats);
+}
+
+BlockInfo DeviceCache::info(const Block* b) { return {b->ptr, b->size, b->device, b->stream}; }
+
+}  // namespace vdev::backend

@@ -1,0 +1,78 @@
+// The caching part of the vdev device allocator: one DeviceCache per device, in the spirit of
+// CUDA's CUDACachingAllocator (c10/cuda/CUDACachingAllocator.cpp), written for this runtime.
+//
+// Segments come from the runtime (vdev::rt::device_malloc) and are split into blocks. Requests are
+// rounded up to 512 bytes. Requests of at most 1 MiB are served from the small pool (2 MiB
+// segments), larger ones from the large pool (20 MiB segments up to 10 MiB, else the request
+// rounded up to 2 MiB). A block is split when the rest is worth keeping (small pool: >= 512 bytes,
+// large pool: > 1 MiB); a freed block merges with free neighbours of its segment.
+//
+// Stream semantics (as CUDA's): every block belongs to the stream that was current when it was
+// allocated, and is only ever reused by allocations on that stream. Freeing returns it to the
+// pool at once, although work queued on its stream may still use it: any later use on the same
+// stream is queued after that work. Use on another stream must be declared with
+// Tensor.record_stream (record_stream() here): the block's free is then deferred until the work
+// queued on those streams at the time of the free has finished (a fence: the stream's enqueued
+// count, compared with its completed count; no event task is queued).
+//
+// Segments go back to the runtime (and their pages to the system) only in empty_cache() and when
+// an allocation fails: both first wait until no queued work of the device can use them.
+// Statistics follow torch.cuda.memory_stats (c10::CachingDeviceAllocator::DeviceStats).
+//
+// Thread rules: every method is safe from any thread (one mutex per device). Stream workers never
+// allocate or free device memory (queued tasks hold no device Storages), so waiting for the
+// device's streams while holding the mutex cannot deadlock.
+// Ownership: Blocks are owned by their DeviceCache; DeviceCaches live until process exit.
+#pragma once
+
+#include <c10/core/CachingDeviceAllocator.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "runtime/stream.h"
+
+namespace vdev::backend {
+
+struct Block;
+
+// Where a block lies (for tests and diagnostics).
+struct BlockInfo {
+  void* ptr;
+  std::size_t size;
+  int device;
+  const vdev::rt::Stream* stream;
+};
+
+class DeviceCache {
+ public:
+  explicit DeviceCache(int device);
+  ~DeviceCache();
+  DeviceCache(const DeviceCache&) = delete;
+  DeviceCache& operator=(const DeviceCache&) = delete;
+
+  // A block of at least `nbytes` (> 0) for use on `stream`. Throws c10::OutOfMemoryError (after
+  // releasing the cache and retrying) when the device or the per-process fraction is exhausted.
+  Block* allocate(std::size_t nbytes, vdev::rt::Stream& stream);
+  void free(Block* block);
+  // Declares that `stream` uses `block` (Tensor.record_stream).
+  void record_stream(Block* block, vdev::rt::Stream& stream);
+  // Waits for the device's queued work, then returns every unused segment to the runtime.
+  void empty_cache();
+
+  // Limits the memory this process may reserve on the device to fraction * capacity.
+  void set_memory_fraction(double fraction);
+  double memory_fraction();
+
+  c10::CachingDeviceAllocator::DeviceStats stats();
+  void reset_accumulated_stats();
+  void reset_peak_stats();
+
+  static BlockInfo info(const Block* block);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace vdev::backend

@@ -1,0 +1,97 @@
+// Convolutions on vdev. ATen routes convolutions of backends it does not know to
+// convolution_overrideable / convolution_backward_overrideable; these kernels make them tasks on
+// the current stream: output shapes come from the meta convolution, and the task runs the CPU
+// convolution on CPU aliases of the device bytes, copying its result into the outputs (the CPU
+// convolution kernels have no out= form).
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/convolution.h>
+#include <ATen/ops/convolution_backward.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "backend/common/cpu_view.h"
+#include "backend/common/stream_lookup.h"
+#include "backend/common/task.h"
+
+namespace vdev::backend {
+namespace {
+
+struct ConvParams {
+  std::vector<int64_t> stride, padding, dilation, output_padding;
+  bool transposed;
+  int64_t groups;
+};
+
+at::Tensor meta_like(const at::Tensor& t) {
+  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+}
+
+at::Tensor alias_or_undefined(const at::Tensor& t) { return t.defined() ? cpu_alias(t) : t; }
+
+at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias_opt, at::IntArrayRef stride,
+                            at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+                            at::IntArrayRef output_padding, int64_t groups) {
+  const c10::DeviceGuard guard(input.device());
+  const at::Tensor bias = bias_opt.value_or(at::Tensor());
+  const at::Tensor shape =
+      at::convolution(meta_like(input), meta_like(weight),
+                      bias.defined() ? std::optional<at::Tensor>(meta_like(bias)) : std::nullopt,
+                      stride, padding, dilation, transposed, output_padding, groups);
+  at::Tensor out = at::empty_strided(shape.sizes(), shape.strides(), input.options());
+  ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
+               output_padding.vec(), transposed,    groups};
+  vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
+  enqueue_task(stream, "aten::convolution_overrideable",
+               [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),
+                o = cpu_alias(out), p]() mutable {
+                 o.copy_(at::convolution(
+                     in, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt, p.stride,
+                     p.padding, p.dilation, p.transposed, p.output_padding, p.groups));
+               });
+  return out;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
+    at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  const c10::DeviceGuard guard(input.device());
+  const int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0])
+    grad_input = at::empty_strided(input.sizes(), input.strides(), input.options());
+  if (output_mask[1]) {
+    grad_weight = at::empty_strided(weight.sizes(), weight.strides(), weight.options());
+  }
+  if (output_mask[2]) grad_bias = at::empty_strided({bias_size}, {1}, weight.options());
+  ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
+               output_padding.vec(), transposed,    groups};
+  vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
+  enqueue_task(stream, "aten::convolution_backward_overrideable",
+               [go = cpu_alias(grad_output), in = cpu_alias(input), w = cpu_alias(weight),
+                gi = alias_or_undefined(grad_input), gw = alias_or_undefined(grad_weight),
+                gb = alias_or_undefined(grad_bias), p, bias_size, output_mask]() mutable {
+                 auto [ri, rw, rb] = at::convolution_backward(
+                     go, in, w, std::vector<int64_t>{bias_size}, p.stride, p.padding, p.dilation,
+                     p.transposed, p.output_padding, p.groups, output_mask);
+                 if (gi.defined()) gi.copy_(ri);
+                 if (gw.defined()) gw.copy_(rw);
+                 if (gb.defined()) gb.copy_(rb);
+               });
+  return {grad_input, grad_weight, grad_bias};
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", vdev_convolution);
+  m.impl("convolution_backward_overrideable", vdev_convolution_backward);
+}
+
+}  // namespace vdev::backend

@@ -1,0 +1,210 @@
+// Copies that involve vdev tensors: aten::_copy_from and aten::_copy_from_and_resize, and the one
+// host read of a single value, aten::_local_scalar_dense (.item()), which waits like a blocking
+// device -> host copy.
+//
+// PyTorch's copy_ hands every copy with a PrivateUse1 side to _copy_from(src, dst). Every copy runs
+// on the current stream of its vdev device, with CUDA's rules for what returns early:
+//   host -> device   non_blocking: returns once queued. A pageable source is first snapshotted on
+//                    the calling thread (as CUDA stages pageable memory), a pinned one is read by
+//                    the queued task. Blocking: waits for the stream, then copies.
+//   device -> host   non_blocking into pinned memory: returns once queued. Otherwise waits for the
+//                    stream, then copies (a pageable destination is always synchronous, as on
+//                    CUDA).
+//   device -> device always queued (same device: on its current stream; across devices: on the
+//                    source device's current stream, with a two-way event barrier between the two
+//                    devices' current streams, as CUDA's copy kernel does).
+// A blocking copy waits only for the stream it uses. Same-dtype contiguous copies are one memcpy;
+// anything else (dtype conversion, broadcasting, strides) is a CPU copy_ between CPU aliases of the
+// device bytes (backend/common/cpu_view.h). Queued copies retain the pinned host blocks they read
+// or write (never Storages, backend/memory/retained_memory.h), so no pinned block is reused while a
+// copy that uses it is pending; device blocks are ordered by the caching allocator's stream
+// semantics.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <memory>
+#include <vector>
+
+#include "backend/common/check.h"
+#include "backend/common/cpu_view.h"
+#include "backend/common/stream_lookup.h"
+#include "backend/common/task.h"
+#include "backend/memory/host_allocator.h"
+#include "backend/memory/retained_memory.h"
+#include "backend/memory/storage_resize.h"
+#include "runtime/event.h"
+#include "runtime/memory.h"
+
+namespace vdev::backend {
+namespace {
+
+constexpr auto kVdev = c10::DeviceType::PrivateUse1;
+using vdev::rt::CopyKind;
+
+bool same_bytes_layout(const at::Tensor& a, const at::Tensor& b) {
+  return a.dtype() == b.dtype() && a.sizes().equals(b.sizes()) && a.is_contiguous() &&
+         b.is_contiguous() && !a.is_conj() && !b.is_conj() && !a.is_neg() && !b.is_neg();
+}
+
+// What a queued copy must keep alive: the pinned blocks it uses (never their Storages, see
+// backend/memory/retained_memory.h) and host staging tensors it owns. Null when there is nothing
+// (device memory is ordered by the allocator): no allocation for device-to-device copies.
+std::shared_ptr<void> keep_alive(std::initializer_list<at::Tensor> tensors,
+                                 at::Tensor staging = at::Tensor()) {
+  struct Keep {
+    MemoryRefs refs;
+    at::Tensor staging;
+  };
+  MemoryRefs refs;
+  for (const at::Tensor& t : tensors) {
+    if (auto ref = retain_memory(t)) refs.push_back(std::move(ref));
+  }
+  if (refs.empty() && !staging.defined()) return nullptr;
+  return std::make_shared<Keep>(Keep{std::move(refs), std::move(staging)});
+}
+
+// Queues dst.copy_(src) between CPU tensors (aliases of device bytes or host tensors) on `stream`.
+void enqueue_cpu_copy(vdev::rt::Stream& stream, at::Tensor dst_cpu, at::Tensor src_cpu,
+                      std::shared_ptr<void> keep) {
+  enqueue_task(stream, "copy_", [dst_cpu, src_cpu, keep = std::move(keep)]() mutable {
+    dst_cpu.copy_(src_cpu);  // plain CPU tensors: enqueue_task runs it below autograd
+  });
+}
+
+void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  vdev::rt::Stream& stream = current_runtime_stream(dst.device().index());
+  const bool src_pinned = is_pinned_ptr(src.data_ptr());
+  if (!non_blocking) {
+    VDEV_RT(stream.synchronize());
+    if (same_bytes_layout(src, dst)) {
+      vdev::rt::memcpy_host_to_device(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    } else {
+      cpu_alias(dst).copy_(src);
+    }
+    return;
+  }
+  if (same_bytes_layout(src, dst)) {
+    if (src_pinned) {
+      VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                     CopyKind::HostToDevice, keep_alive({dst, src})));
+    } else {
+      at::Tensor staging = src.clone();  // pageable: snapshot now, the caller may reuse it at once
+      const void* from = staging.data_ptr();
+      VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), from, dst.nbytes(),
+                                     CopyKind::HostToDevice, keep_alive({dst}, staging)));
+    }
+    return;
+  }
+  if (src_pinned) {
+    enqueue_cpu_copy(stream, cpu_alias(dst), host_view(src), keep_alive({dst, src}));
+  } else {
+    at::Tensor snapshot = src.clone();  // pageable: the caller may reuse it at once
+    enqueue_cpu_copy(stream, cpu_alias(dst), snapshot, keep_alive({dst}, snapshot));
+  }
+}
+
+void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  vdev::rt::Stream& stream = current_runtime_stream(src.device().index());
+  if (!non_blocking || !is_pinned_ptr(dst.data_ptr())) {
+    VDEV_RT(stream.synchronize());
+    if (same_bytes_layout(src, dst)) {
+      vdev::rt::memcpy_device_to_host(dst.data_ptr(), src.data_ptr(), dst.nbytes());
+    } else {
+      at::Tensor d = dst;
+      d.copy_(cpu_alias(src));
+    }
+    return;
+  }
+  if (same_bytes_layout(src, dst)) {
+    VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                   CopyKind::DeviceToHost, keep_alive({src, dst})));
+    return;
+  }
+  enqueue_cpu_copy(stream, host_view(dst), cpu_alias(src), keep_alive({src, dst}));
+}
+
+void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
+  const auto src_dev = src.device().index();
+  const auto dst_dev = dst.device().index();
+  vdev::rt::Stream& stream = current_runtime_stream(src_dev);
+  vdev::rt::Stream* dst_stream = nullptr;
+  if (src_dev != dst_dev) {
+    // Two-way barrier: the copy waits for work already queued on the destination's stream, and
+    // the destination's stream waits for the copy.
+    dst_stream = &current_runtime_stream(dst_dev);
+    vdev::rt::Event dst_ready(false);
+    VDEV_RT(dst_ready.record(*dst_stream));
+    VDEV_RT(dst_ready.block(stream));
+  }
+  auto keep = keep_alive({src, dst});
+  if (same_bytes_layout(src, dst)) {
+    VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                   CopyKind::DeviceToDevice, std::move(keep)));
+  } else {
+    enqueue_cpu_copy(stream, cpu_alias(dst), cpu_alias(src), std::move(keep));
+  }
+  if (dst_stream != nullptr) {
+    vdev::rt::Event src_done(false);
+    VDEV_RT(src_done.record(stream));
+    VDEV_RT(src_done.block(*dst_stream));
+  }
+}
+
+at::Tensor vdev_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  const bool src_vdev = self.device().type() == kVdev;
+  const bool dst_vdev = dst.device().type() == kVdev;
+  TORCH_CHECK(src_vdev || self.device().is_cpu(), "vdev: cannot copy from ", self.device(), " to ",
+              dst.device(), ": only cpu <-> vdev and vdev <-> vdev copies are supported");
+  TORCH_CHECK(dst_vdev || dst.device().is_cpu(), "vdev: cannot copy from ", self.device(), " to ",
+              dst.device(), ": only cpu <-> vdev and vdev <-> vdev copies are supported");
+  if (dst.numel() == 0) return dst;
+  if (src_vdev && dst_vdev) {
+    copy_device_to_device(self, dst);
+  } else if (dst_vdev) {
+    copy_host_to_device(self, dst, non_blocking);
+  } else {
+    copy_device_to_host(self, dst, non_blocking);
+  }
+  return dst;
+}
+
+at::Tensor vdev_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
+  // Resize on dst's own device: the allocator works on the current device.
+  if (dst.device().type() == kVdev) {
+    const c10::DeviceGuard guard(dst.device());
+    resize_vdev_tensor(dst, self.sizes(), std::nullopt);
+  } else {
+    dst.resize_(self.sizes());
+  }
+  return vdev_copy_from(self, dst, /*non_blocking=*/false);
+}
+
+at::Scalar vdev_local_scalar_dense(const at::Tensor& self) {
+  sync_current_stream(self.device());  // a host read of a device value waits, as on CUDA
+  return at::_local_scalar_dense(cpu_alias(self));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", vdev_copy_from);
+  m.impl("_copy_from_and_resize", vdev_copy_from_and_resize);
+  m.impl("_local_scalar_dense", vdev_local_scalar_dense);
+}
+
+// Lazily conjugated / negated sources must reach the kernels above with their bits: the generic
+// Conjugate/Negative fallback would materialise them with clone(), which copies through
+// _copy_from again and recurses forever. The kernels handle both bits (the CPU copy_ between
+// aliases resolves them; the memcpy path is taken only without them).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+}  // namespace vdev::backend

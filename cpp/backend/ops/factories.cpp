@@ -1,0 +1,77 @@
+// Tensor creation for vdev: empty and empty_strided allocate through the vdev caching allocator on
+// the requested device; fill_ and zero_, which every other factory ends in (torch.zeros,
+// torch.full, ...), are tasks on the current stream writing through a CPU alias of the device
+// bytes (backend/common/cpu_view.h).
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include "backend/common/cpu_view.h"
+#include "backend/common/stream_lookup.h"
+#include "backend/common/task.h"
+#include "backend/memory/allocator.h"
+
+namespace vdev::backend {
+namespace {
+
+constexpr auto kVdev = c10::DeviceType::PrivateUse1;
+constexpr c10::DispatchKeySet kVdevKeys(c10::DispatchKey::PrivateUse1);
+
+void check_factory_options(c10::Device device, std::optional<c10::Layout> layout,
+                           std::optional<bool> pin_memory, const char* fn) {
+  TORCH_CHECK_VALUE(device.type() == kVdev, "[", fn, "] expected a vdev device, got ", device);
+  TORCH_CHECK_NOT_IMPLEMENTED(c10::layout_or_default(layout) == c10::Layout::Strided, "[", fn,
+                              "] vdev supports only the strided layout, got ", *layout);
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "[", fn,
+              "] only CPU tensors can be pinned; pin_memory=True is invalid for a vdev tensor");
+}
+
+at::Tensor vdev_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                      std::optional<c10::Layout> layout, std::optional<c10::Device> device_opt,
+                      std::optional<bool> pin_memory,
+                      std::optional<c10::MemoryFormat> memory_format) {
+  const c10::Device device = c10::device_or_default(device_opt);
+  check_factory_options(device, layout, pin_memory, "empty");
+  const c10::DeviceGuard guard(device);  // validates the index; the allocator uses it
+  return at::detail::empty_generic(size, device_allocator(), kVdevKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor vdev_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                              std::optional<c10::ScalarType> dtype,
+                              std::optional<c10::Layout> layout,
+                              std::optional<c10::Device> device_opt,
+                              std::optional<bool> pin_memory) {
+  const c10::Device device = c10::device_or_default(device_opt);
+  check_factory_options(device, layout, pin_memory, "empty_strided");
+  const c10::DeviceGuard guard(device);
+  return at::detail::empty_strided_generic(size, stride, device_allocator(), kVdevKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor& vdev_fill_(at::Tensor& self, const at::Scalar& value) {
+  if (self.numel() == 0) return self;
+  vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
+  enqueue_task(stream, "aten::fill_",
+               [spec = AliasSpec::of(self), value] { spec.make().fill_(value); });
+  return self;
+}
+
+at::Tensor& vdev_zero_(at::Tensor& self) {
+  if (self.numel() == 0) return self;
+  vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
+  enqueue_task(stream, "aten::zero_", [spec = AliasSpec::of(self)] { spec.make().zero_(); });
+  return self;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", vdev_empty);
+  m.impl("empty_strided", vdev_empty_strided);
+  m.impl("fill_.Scalar", vdev_fill_);
+  m.impl("zero_", vdev_zero_);
+}
+
+}  // namespace vdev::backend

@@ -1,0 +1,88 @@
+// The boxed kernel for every aten operator without a dedicated vdev kernel.
+//
+// First choice: the asynchronous executor (backend/executor/enqueue.h) queues the operator on the
+// current stream of its device. When it declines (data-dependent shapes, random numbers, non-tensor
+// results, ...), the synchronous path runs it on CPU copies of its vdev arguments
+// (at::native::cpu_fallback) and copies the results back, with these rules on top:
+//  * it first waits for the current stream of the arguments' device (it runs synchronously);
+//  * a DeviceGuard on the arguments' vdev device, so that outputs, out= resizes and temporaries are
+//    allocated on the tensor's device, not the caller's current device;
+//  * arguments on two different vdev devices are an error, as on CUDA, instead of silently working;
+//  * view operators cannot fall back (a CPU copy cannot alias device storage): error_on_views makes
+//    that a clear error instead of a silent copy.
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/native/CPUFallback.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <optional>
+
+#include "backend/common/stream_lookup.h"
+#include "backend/executor/enqueue.h"
+
+namespace vdev::backend {
+namespace {
+
+constexpr auto kVdev = c10::DeviceType::PrivateUse1;
+
+void note_device(const c10::OperatorHandle& op, std::optional<c10::Device>& found, c10::Device d) {
+  if (d.type() != kVdev) return;
+  if (!found) {
+    found = d;
+    return;
+  }
+  TORCH_CHECK(!d.has_index() || !found->has_index() || *found == d,
+              "Expected all tensors to be on the same device, but found at least two devices, ",
+              *found, " and ", d, "! (when checking arguments of ", op.schema().operator_name(),
+              ")");
+}
+
+std::optional<c10::Device> vdev_device_of_arguments(const c10::OperatorHandle& op,
+                                                    const torch::jit::Stack& stack) {
+  const std::size_t n = op.schema().arguments().size();
+  std::optional<c10::Device> found;
+  for (std::size_t i = stack.size() - n; i < stack.size(); ++i) {
+    const c10::IValue& v = stack[i];
+    if (v.isTensor()) {
+      const at::Tensor& t = v.toTensor();
+      if (t.defined()) note_device(op, found, t.device());
+    } else if (v.isTensorList()) {
+      for (const at::Tensor& t : v.toTensorList().vec()) {
+        if (t.defined()) note_device(op, found, t.device());
+      }
+    } else if (v.isOptionalTensorList()) {
+      for (const auto& t : v.toOptionalTensorList().vec()) {
+        if (t.has_value() && t->defined()) note_device(op, found, t->device());
+      }
+    } else if (v.isDevice()) {
+      note_device(op, found, v.toDevice());
+    }
+  }
+  return found;
+}
+
+void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::optional<c10::Device> device = vdev_device_of_arguments(op, *stack);
+  const c10::OptionalDeviceGuard guard(device);
+  if (device && device->has_index() && try_enqueue_operator(op, stack, *device)) return;
+  // Synchronous path: computes on the calling thread, so first wait for queued work.
+  if (device) sync_current_stream(*device);
+  at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+}
+
+// Operators whose PrivateUse1 kernel would otherwise be ATen's CompositeExplicitAutograd "math"
+// version, built on other operators: native_layer_norm and native_group_norm go through
+// native_batch_norm, which synchronizes here and rounds differently from CPU's fused kernels.
+// Routed to the executor, they run CPU's own kernels asynchronously and match CPU bit for bit.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+  m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+}
+
+}  // namespace vdev::backend

@@ -1,0 +1,72 @@
+#include "backend/testing/probes.h"
+
+#include <ATen/core/CachingHostAllocator.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/util/Exception.h>
+
+#include <memory>
+
+#include "backend/common/check.h"
+#include "backend/common/task.h"
+#include "runtime/stream.h"
+
+namespace vdev::backend::testing {
+namespace {
+
+constexpr auto kVdev = c10::DeviceType::PrivateUse1;
+
+const at::PrivateUse1HooksInterface& hooks() { return at::detail::getPrivateUse1Hooks(); }
+
+}  // namespace
+
+int guard_call(const std::string& method, const std::string& device) {
+  const auto* impl = c10::impl::getDeviceGuardImpl(kVdev);
+  const c10::Device d(device);
+  if (method == "setDevice") {
+    impl->setDevice(d);
+    return impl->getDevice().index();
+  }
+  if (method == "exchangeDevice") return impl->exchangeDevice(d).index();
+  if (method == "getStream") return impl->getStream(d).device_index();
+  if (method == "getDefaultStream") return impl->getDefaultStream(d).device_index();
+  if (method == "getDeviceCapability") {
+    impl->getDeviceCapability(d);
+    return d.index();
+  }
+  if (method == "exchangeStream") {
+    return impl->exchangeStream(c10::Stream(c10::Stream::DEFAULT, d)).device_index();
+  }
+  if (method == "queryStream") {
+    return impl->queryStream(c10::Stream(c10::Stream::DEFAULT, d)) ? 1 : 0;
+  }
+  TORCH_CHECK_VALUE(false, "guard_call: unknown method ", method);
+}
+
+int hooks_device_from_ptr(std::uintptr_t ptr) {
+  return hooks().getDeviceFromPtr(reinterpret_cast<void*>(ptr)).index();
+}
+bool hooks_has_primary_context(int device) {
+  return hooks().hasPrimaryContext(static_cast<c10::DeviceIndex>(device));
+}
+bool hooks_is_available() { return hooks().isAvailable(); }
+int hooks_device_count() { return hooks().deviceCount(); }
+int hooks_maybe_exchange_device(int device) {
+  return hooks().maybeExchangeDevice(static_cast<c10::DeviceIndex>(device));
+}
+
+int worker_intra_op_threads(int device) {
+  vdev::rt::Stream& stream = VDEV_RT(vdev::rt::current_stream(device));
+  auto seen = std::make_shared<int>(-1);
+  enqueue_task(stream, "worker_intra_op_threads", [seen] { *seen = at::get_num_threads(); });
+  VDEV_RT(stream.synchronize());
+  return *seen;
+}
+
+bool host_record_event(std::uintptr_t ptr, int device, std::int64_t stream_id) {
+  const c10::Stream stream(c10::Stream::UNSAFE,
+                           c10::Device(kVdev, static_cast<c10::DeviceIndex>(device)), stream_id);
+  return at::getHostAllocator(kVdev)->record_event(reinterpret_cast<void*>(ptr), nullptr, stream);
+}
+
+}  // namespace vdev::backend::testing

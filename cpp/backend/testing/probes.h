@@ -1,0 +1,40 @@
+// Test-only probes into the backend, built as their own library (libtorch_vdev_testing) so that
+// the production libraries export none of them. Python reaches them through torch_vdev._testing,
+// which only the test suite imports.
+//
+// Each probe goes through what PyTorch itself calls (the *registered* guard, hooks and host
+// allocator), so the tests check the registrations as well as the behaviour. Errors surface as
+// c10 errors.
+//
+// Thread rules: safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#define VDEV_TESTING_API __attribute__((visibility("default")))
+
+namespace vdev::backend::testing {
+
+// Calls `method` ("setDevice", "exchangeDevice", "getStream", "getDefaultStream",
+// "getDeviceCapability", "exchangeStream", "queryStream") of the guard registered for PrivateUse1
+// with the device parsed from `device` (e.g. "cpu", "vdev:1"). Returns the resulting device index
+// (queryStream: 1 or 0).
+VDEV_TESTING_API int guard_call(const std::string& method, const std::string& device);
+
+// The registered PrivateUse1 hooks' answers.
+VDEV_TESTING_API int hooks_device_from_ptr(std::uintptr_t ptr);
+VDEV_TESTING_API bool hooks_has_primary_context(int device);
+VDEV_TESTING_API bool hooks_is_available();
+VDEV_TESTING_API int hooks_device_count();
+VDEV_TESTING_API int hooks_maybe_exchange_device(int device);
+
+// The intra-op thread count a task queued now on the current stream of `device` sees on its
+// worker (queues a task through enqueue_task and waits for it).
+VDEV_TESTING_API int worker_intra_op_threads(int device);
+
+// The registered host allocator's record_event for the pinned memory at `ptr` and the stream
+// (device, stream_id), as PyTorch calls it for a tensor it cannot name the block of (ctx null).
+VDEV_TESTING_API bool host_record_event(std::uintptr_t ptr, int device, std::int64_t stream_id);
+
+}  // namespace vdev::backend::testing

@@ -1,0 +1,34 @@
+"""Helpers of ``torch.vdev`` (the counterpart of ``torch/cuda/_utils.py``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch_vdev import _C
+
+
+def _get_device_index(device: Any, optional: bool = False, fn: str = "device") -> int:
+    """The device index named by ``device``, as ``torch.cuda._utils._get_device_index``.
+
+    ``device`` is an int (numpy integers too), a ``"vdev"``/``"vdev:N"`` string, a
+    ``torch.device`` of type vdev, a ``torch.vdev.device`` context manager, or ``None``. ``None``
+    and a device without an index mean the current device when ``optional`` is true and are a
+    ``ValueError`` otherwise. A negative int is returned as is (callers treat -1 as "none"). The
+    parsing itself is native (``_C._device_index``), shared with ``torch.vdev.set_device``;
+    errors name ``fn`` and the value.
+    """
+    from torch_vdev.vdev import device as device_context  # the package imports this module
+
+    if isinstance(device, device_context):
+        return device.idx
+    index = _C._device_index(device, fn)
+    if index != -1 or _is_int(device):
+        return index
+    if optional:
+        return _C._get_device()
+    raise ValueError(f"[{fn}] expected a vdev device with an index or an integer, got {device}")
+
+
+def _is_int(value: Any) -> bool:
+    """An integer as the native parser takes one: has ``__index__``, is not a bool."""
+    return hasattr(type(value), "__index__") and not isinstance(value, bool)

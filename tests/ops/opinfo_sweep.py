@@ -1,0 +1,94 @@
+"""Runs PyTorch's operator database (OpInfo op_db) on vdev and on CPU and compares the results.
+
+    python tests/ops/opinfo_sweep.py DTYPE MAX_SAMPLES   -> one JSON line per operator on stdout
+
+Samples are generated on vdev (the sample functions know which arguments must stay on the CPU),
+the CPU reference runs on CPU copies of the same samples, random operators are reseeded before
+each run, and results are compared with torch.testing.assert_close at the dtype's default
+tolerances. Status: "pass", "fail" (message kept), "noref" (the CPU reference itself does not
+run for any sample), "skip" (output is uninitialised memory by definition).
+Run by tests/ops/test_opinfo.py in a subprocess, so that a crash is reported, not fatal.
+"""
+
+import json
+import sys
+import warnings
+
+import torch
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.utils._pytree import tree_map
+
+UNINITIALISED_OUTPUT = {
+    "empty",
+    "empty_like",
+    "empty_permuted",
+    "empty_strided",
+    "new_empty",
+    "new_empty_strided",
+}
+
+
+def op_name(op) -> str:
+    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
+
+
+def to_cpu(x):
+    return x.cpu() if isinstance(x, torch.Tensor) else x
+
+
+def to_vdev(x):
+    return x.to("vdev") if isinstance(x, torch.Tensor) else x
+
+
+def check(op, dtype, max_samples):
+    try:
+        torch.manual_seed(0)
+        samples = list(op.sample_inputs("vdev", dtype, requires_grad=False))[:max_samples]
+        on_device = True
+    except Exception:  # noqa: BLE001 (a sample function that cannot make device inputs)
+        samples = list(op.sample_inputs("cpu", dtype, requires_grad=False))[:max_samples]
+        on_device = False
+    ran = 0
+    for s in samples:
+        try:
+            c = s.transform(to_cpu) if on_device else s
+            torch.manual_seed(0)
+            ref = op(c.input, *c.args, **c.kwargs)
+        except Exception:  # noqa: BLE001 (the reference does not run for this sample)
+            continue
+        ran += 1
+        try:
+            d = s if on_device else s.transform(to_vdev)
+            torch.manual_seed(0)
+            got = tree_map(to_cpu, op(d.input, *d.args, **d.kwargs))
+            torch.vdev.synchronize()
+            torch.testing.assert_close(
+                got, ref, equal_nan=True, check_device=False, check_stride=False
+            )
+        except Exception as e:  # noqa: BLE001
+            try:
+                torch.vdev.synchronize()
+            except RuntimeError:
+                pass
+            first = str(e).splitlines()[0] if str(e) else ""
+            return "fail", f"{type(e).__name__}: {first}"[:300]
+    return ("pass", "") if ran else ("noref", "")
+
+
+def main() -> None:
+    warnings.simplefilter("ignore")
+    dtype = getattr(torch, sys.argv[1])
+    max_samples = int(sys.argv[2])
+    for op in op_db:
+        if dtype not in op.supported_dtypes("cpu"):
+            continue
+        name = op_name(op)
+        if op.name in UNINITIALISED_OUTPUT:
+            status, msg = "skip", "output is uninitialised memory"
+        else:
+            status, msg = check(op, dtype, max_samples)
+        print(json.dumps({"op": name, "status": status, "msg": msg}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

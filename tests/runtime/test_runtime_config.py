@@ -1,0 +1,100 @@
+"""Runtime layer: environment configuration and its parsers."""
+
+import pytest
+
+from conftest import run_python
+from torch_vdev import _testing as rt
+
+
+@pytest.mark.parametrize("text,expected", [("1", 1), ("2", 2), (" 8 ", 8), ("64", 64), ("007", 7)])
+def test_parse_device_count_accepts(text, expected):
+    assert rt.parse_device_count(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "0", "65", "-1", "abc", "2.0", "1e3", "0x2", "2 2", "+2"])
+def test_parse_device_count_rejects_naming_variable_value_and_range(text):
+    with pytest.raises(ValueError) as info:
+        rt.parse_device_count(text)
+    msg = str(info.value)
+    assert "VDEV_DEVICE_COUNT" in msg and f"'{text}'" in msg and "1..64" in msg
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("1024", 1024),
+        ("4GiB", 4 << 30),
+        ("512MiB", 512 << 20),
+        ("2G", 2 << 30),
+        ("3kb", 3 << 10),
+        ("1T", 1 << 40),
+        (" 7 M ", 7 << 20),
+        ("100B", 100),
+    ],
+)
+def test_parse_memory_size_accepts(text, expected):
+    assert rt.parse_memory_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "0", "-5", "GiB", "4XB", "4GiBs", "1.5G", "99999999999999T"])
+def test_parse_memory_size_rejects_naming_variable_and_value(text):
+    with pytest.raises(ValueError) as info:
+        rt.parse_memory_size(text)
+    assert "VDEV_DEVICE_MEMORY" in str(info.value) and f"'{text}'" in str(info.value)
+
+
+def test_environment_sets_count_and_capacity():
+    r = run_python(
+        """
+        import torch
+        p = torch.vdev.get_device_properties(3)
+        print(torch.vdev.device_count(), torch.accelerator.device_count(), p.total_memory)
+        """,
+        env={"VDEV_DEVICE_COUNT": "4", "VDEV_DEVICE_MEMORY": "64MiB"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["4", "4", str(64 << 20)]
+
+
+def test_default_configuration_is_two_devices_of_4GiB():
+    r = run_python(
+        "import torch; "
+        "print(torch.vdev.device_count(), torch.vdev.get_device_properties(0).total_memory)"
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["2", str(4 << 30)]
+
+
+@pytest.mark.parametrize(
+    "env,needle",
+    [
+        ({"VDEV_DEVICE_COUNT": "abc"}, "VDEV_DEVICE_COUNT='abc'"),
+        ({"VDEV_DEVICE_COUNT": "0"}, "VDEV_DEVICE_COUNT='0'"),
+        ({"VDEV_DEVICE_COUNT": "100"}, "VDEV_DEVICE_COUNT='100'"),
+        ({"VDEV_DEVICE_MEMORY": "lots"}, "VDEV_DEVICE_MEMORY='lots'"),
+    ],
+)
+def test_malformed_environment_keeps_import_safe_and_fails_clearly_on_use(env, needle):
+    r = run_python(
+        """
+        import warnings
+        import torch
+        assert not torch.vdev.is_available()
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            assert torch.vdev.device_count() == 0
+            assert torch.accelerator.device_count() == 0
+        assert any("unavailable" in str(x.message) for x in w), [str(x.message) for x in w]
+        for use in (lambda: torch.zeros(1, device="vdev"), lambda: torch.vdev.set_device(0)):
+            try:
+                use()
+            except RuntimeError as e:
+                print("ERR", e)
+            else:
+                raise SystemExit("no error")
+        """,
+        env=env,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    errors = [line for line in r.stdout.splitlines() if line.startswith("ERR")]
+    assert len(errors) == 2 and all(needle in line for line in errors), r.stdout
