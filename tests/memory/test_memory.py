@@ -266,22 +266,31 @@ def test_empty_cache_returns_memory_to_the_system():
 
 
 def test_empty_cache_waits_for_queued_work_that_uses_a_cached_block():
+    import threading
+
     from asyncutil import gated
 
+    # 10 MiB: a segment of exactly its size, never split, so empty_cache really releases it.
+    n = (10 * MiB) // 4
+    src = torch.arange(float(n))
+    x = torch.empty(n, device="vdev")
+    x.copy_(src)
+    y = torch.empty(n, device="vdev")
+    torch.vdev.synchronize()
     s = torch.vdev.current_stream()
-    src = torch.arange(float(1 << 18)).pin_memory()
     with gated(s) as gate:
-        x = torch.empty(1 << 18, device="vdev")
-        x.copy_(src, non_blocking=True)
-        y = x * 2  # queued: reads x
+        torch.mul(x, 2, out=y)  # queued: reads x
         del x  # x's block is cached while the queued work still reads it
-        import threading
-
+        before = torch.vdev.memory_stats()
         opener = threading.Timer(0.05, gate.open)
         opener.start()
-        torch.vdev.empty_cache()  # must not return x's block before the work ran
+        torch.vdev.empty_cache()  # must not return x's segment before the work ran
+        assert gate.is_open(), "empty_cache returned while work using the block was queued"
         opener.join()
-    assert torch.equal(y.cpu(), src * 2)
+    after = torch.vdev.memory_stats()
+    assert after["num_device_free"] > before["num_device_free"]  # the segment was released
+    assert before["reserved_bytes.all.current"] - after["reserved_bytes.all.current"] >= 10 * MiB
+    assert torch.equal(y.cpu(), src * 2)  # released pages read as zeros
 
 
 def test_memory_summary_names_the_device_and_the_statistics():

@@ -2,7 +2,6 @@
 streams and events, errors surfaced at the next synchronize (checked with gates, never timing)."""
 
 import threading
-import time
 
 import pytest
 import torch
@@ -37,6 +36,7 @@ def test_outputs_are_allocated_on_the_operands_device_not_the_current_one():
     with gated(torch.vdev.current_stream(1)):
         y = x + 1
         assert y.device == torch.device("vdev:1")
+        assert torch_vdev._testing.pointer_device(y.data_ptr()) == 1  # vdev:1's memory
     assert torch.vdev.current_device() == 0
     assert y.cpu().tolist() == [2, 2, 2, 2]
 
@@ -45,14 +45,15 @@ def test_data_dependent_operators_synchronize():
     x = torch.tensor([0.0, 3.0, 0.0, 5.0], device="vdev")
     s = torch.vdev.current_stream()
     with gated(s) as gate:
-        x.mul_(2)  # queued
+        x.sub_(3)  # queued: [-3, 0, -3, 2] changes which entries are nonzero
         wait_until_blocked(gate)
-        opener = threading.Thread(target=lambda: (time.sleep(0.05), gate.open()))
+        opener = threading.Timer(0.05, gate.open)
         opener.start()
-        nz = x.nonzero()  # shape depends on the data: waits for the queued mul_
+        nz = x.nonzero()  # shape depends on the data: waits for the queued sub_
+        assert gate.is_open(), "nonzero returned before the queued sub_ could run"
         opener.join()
-    assert nz.cpu().flatten().tolist() == [1, 3]
-    assert x[x > 4].cpu().tolist() == [6.0, 10.0]
+    assert nz.cpu().flatten().tolist() == [0, 2, 3]  # stale data would give [1, 3]
+    assert x[x > 0].cpu().tolist() == [2.0]
 
 
 def test_a_failing_kernel_surfaces_at_the_next_synchronize_naming_the_operator():
@@ -171,11 +172,16 @@ def test_convolutions_forward_and_backward_match_cpu(device):
 
 
 def test_random_operators_are_reproducible_with_manual_seed():
+    # vdev draws from the CPU default generator (torch_vdev.vdev.random): the values must be CPU's.
+    ref = torch.randn(5, generator=torch.Generator().manual_seed(7))
     torch.manual_seed(7)
     a = torch.randn(5, device="vdev").cpu()
     torch.vdev.manual_seed(7)
     b = torch.randn(5, device="vdev").cpu()
-    assert torch.equal(a, b)
+    torch.testing.assert_close(a, ref, rtol=0, atol=0)
+    torch.testing.assert_close(b, ref, rtol=0, atol=0)
+    torch.vdev.manual_seed(8)
+    assert not torch.equal(torch.randn(5, device="vdev").cpu(), ref)
 
 
 def test_output_metadata_follows_every_argument_also_when_cached():

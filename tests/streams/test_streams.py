@@ -5,6 +5,7 @@ import time
 
 import pytest
 import torch
+import torch.nn.functional as F
 from asyncutil import gated, log_on, sid, wait_until_blocked
 
 from torch_vdev import _testing as rt
@@ -246,8 +247,10 @@ def test_non_blocking_copy_does_not_lose_the_source_when_freed_early():
     with gated(s):
         dev = torch.empty(1 << 16, device="vdev")
         dev.copy_(host, non_blocking=True)
-        del host  # the queued copy keeps the pinned block alive
+        del host  # the queued copy keeps the pinned block alive ...
+        other = torch.zeros(1 << 16).pin_memory()  # ... so this cannot be given the same block
     assert dev.sum().item() == 7.0 * (1 << 16)
+    assert other.sum().item() == 0
 
 
 def test_many_host_threads_enqueue_without_loss_or_reordering():
@@ -282,19 +285,46 @@ def test_native_handle_identifies_the_runtime_stream():
     assert again.native_handle == a.native_handle
 
 
-def test_synchronous_operators_wait_for_work_queued_on_their_stream():
-    s = torch.vdev.current_stream()
+# Operators that still run synchronously on the calling thread (data-dependent shapes, host
+# results, meta kernels that disagree with CPU's): each must wait for work queued before it.
+SYNCHRONOUS_OPS = {
+    "nonzero": lambda x, a: x.nonzero().flatten(),
+    "masked_select": lambda x, a: x.masked_select(x > 500),
+    "unique": lambda x, a: torch.unique(x),
+    "equal": lambda x, a: torch.tensor(torch.equal(x, a["ref"])),
+    "batch_norm_eval": lambda x, a: F.batch_norm(
+        x.view(10, 100), a["mean"], a["var"], training=False
+    ),
+    "embedding_bag": lambda x, a: F.embedding_bag(a["idx"], x.view(100, 10)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYNCHRONOUS_OPS))
+def test_synchronous_operators_wait_for_work_queued_on_their_stream(name):
+    op, src = SYNCHRONOUS_OPS[name], torch.arange(1000.0)
+    aux_cpu = {
+        "ref": src.clone(),
+        "mean": torch.zeros(100),
+        "var": torch.ones(100),
+        "idx": torch.tensor([[1, 2], [3, 99]]),
+    }
+    expected = op(src, aux_cpu)  # before the copy x is all zeros: a stale read gives another value
+    aux = {k: v.to("vdev") for k, v in aux_cpu.items()}
     x = torch.zeros(1000, device="vdev")
-    src = torch.arange(1000.0).pin_memory()
+    pinned = src.pin_memory()
+    s = torch.vdev.current_stream()
+    s.synchronize()
     with gated(s) as gate:
-        x.copy_(src, non_blocking=True)  # queued behind the gate
+        x.copy_(pinned, non_blocking=True)  # queued behind the gate
         wait_until_blocked(gate)
-        opener = threading.Thread(target=lambda: (time.sleep(0.05), gate.open()))
+        opener = threading.Timer(0.05, gate.open)
         opener.start()
-        # A fallback operator, fill_, item(): each must see the copy, so each must wait for it.
-        total = (x + 1).sum().item()
+        got = op(x, aux)
+        # Also fails if the operator became queued: this test must keep covering the synchronous
+        # path (move such an operator elsewhere).
+        assert gate.is_open(), f"{name} returned before the queued copy ran"
         opener.join()
-    assert total == sum(range(1, 1001))
+    torch.testing.assert_close(got.cpu(), expected)
 
 
 def test_a_freed_block_is_reused_at_once_on_its_stream_in_stream_order():
