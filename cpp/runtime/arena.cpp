@@ -157,10 +157,4 @@ bool is_protected(int device) noexcept {
   return a.device_base.load(std::memory_order_acquire) != 0 && a.protected_view;
 }
 
-void view_of(int device, std::uintptr_t* base, std::size_t* size) noexcept {
-  const Arena& a = arenas()[static_cast<std::size_t>(device)];
-  *base = a.device_base.load(std::memory_order_acquire);
-  *size = *base == 0 ? 0 : a.size;
-}
-
 }  // namespace vdev::rt::arena

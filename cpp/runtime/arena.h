@@ -36,7 +36,5 @@ void* to_kernel(const void* addr) noexcept;
 // True when device addresses fault on host access (false only if the protected reservation was
 // refused and the arena fell back to one read/write view).
 bool is_protected(int device) noexcept;
-// The device-view range of `device`'s arena (0, 0 before its first allocation).
-void view_of(int device, std::uintptr_t* base, std::size_t* size) noexcept;
 
 }  // namespace vdev::rt::arena

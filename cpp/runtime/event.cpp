@@ -54,8 +54,6 @@ int Event::device() const {
   return device_;
 }
 
-bool Event::recorded() const { return latest() != nullptr; }
-
 std::shared_ptr<Mark> Event::latest() const {
   std::lock_guard<std::mutex> lock(mu_);
   return latest_;

@@ -33,9 +33,7 @@ struct Mark;
 class VDEV_RT_API Event {
  public:
   explicit Event(bool timing);
-  bool timing() const { return timing_; }
   int device() const;  // -1 until first recorded
-  bool recorded() const;
 
   void record(Stream& stream);
   bool query() const;

@@ -138,14 +138,6 @@ MemoryStats memory_stats(int device) {
   return t.stats[static_cast<std::size_t>(device)];
 }
 
-void reset_peak_memory(int device) {
-  check_device_index(device, "reset_peak_memory_stats");
-  Table& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  MemoryStats& s = t.stats[static_cast<std::size_t>(device)];
-  s.peak_allocated = s.allocated;
-}
-
 std::pair<std::size_t, std::size_t> mem_get_info(int device) {
   const MemoryStats s = memory_stats(device);
   return {s.capacity - s.allocated, s.capacity};

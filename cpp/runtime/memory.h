@@ -1,5 +1,5 @@
 // Device memory of the simulated driver: allocation with a per-device capacity, pointer lookup,
-// and synchronous copies between host and device memory.
+// and copies between host and device memory, synchronous or queued on a stream.
 //
 // Addresses returned by device_malloc are *device addresses*: they lie in a PROT_NONE range, and
 // host code that dereferences one faults (with a diagnostic, runtime/host_access.h). Kernels and
@@ -34,7 +34,7 @@ inline constexpr std::size_t kDeviceAlignment = 256;
 struct MemoryStats {
   std::size_t capacity;        // VDEV_DEVICE_MEMORY
   std::size_t allocated;       // bytes in live allocations (rounded to kDeviceAlignment)
-  std::size_t peak_allocated;  // since start or the last reset_peak_memory
+  std::size_t peak_allocated;  // since start
   std::size_t requested;       // bytes asked for by live allocations (not rounded)
   std::uint64_t num_allocs;    // successful allocations since start
   std::uint64_t num_frees;
@@ -58,7 +58,6 @@ VDEV_RT_API bool device_memory_protected(int device) noexcept;
 VDEV_RT_API MemoryStats memory_stats(int device);
 // "4.00 MiB": bytes in the largest binary unit below 1024, for messages.
 VDEV_RT_API std::string format_bytes(std::size_t bytes);
-VDEV_RT_API void reset_peak_memory(int device);
 // (free, total) bytes of `device`.
 VDEV_RT_API std::pair<std::size_t, std::size_t> mem_get_info(int device);
 
@@ -67,8 +66,8 @@ class Stream;
 enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 
 // Queues a copy of `n` bytes on `stream`. The caller guarantees both ranges stay valid until the
-// copy has run: `keep_alive` (anything, e.g. the storages involved) is held by the queued task and
-// released on the worker right after the copy.
+// copy has run: `keep_alive` (anything the caller needs kept, e.g. a handle on a pinned block) is
+// held by the queued task and released on the worker right after the copy.
 VDEV_RT_API void memcpy_async(Stream& stream, void* dst, const void* src, std::size_t n,
                               CopyKind kind, std::shared_ptr<void> keep_alive = nullptr);
 

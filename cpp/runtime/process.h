@@ -6,11 +6,12 @@
 // std::runtime_error("cannot re-initialise vdev in a forked subprocess; use the spawn start
 // method"), as CUDA does. Device queries (count, current device) keep working in the child.
 //
-// Exit: the first worker start registers an atexit handler that stops every worker: each finishes
-// the task it is running (waits inside runtime tasks — gates, event waits — return at once) and
-// exits without running what is still queued. Queued work is abandoned, never joined, so exit
-// cannot hang on work that will never complete. Nothing is destroyed: the stream and event tables
-// are leaked on purpose (static destructors must not race with worker threads).
+// Exit: initialisation (the first worker start or device allocation) registers an atexit handler
+// that stops every worker: each finishes the task it is running (waits inside runtime tasks —
+// gates, event waits — return at once) and exits without running what is still queued. Queued work
+// is abandoned, never joined, so exit cannot hang on work that will never complete. Nothing is
+// destroyed: the stream table and the arenas are leaked on purpose (static destructors must not
+// race with worker threads).
 //
 // Thread rules: all functions are safe from any thread.
 #pragma once

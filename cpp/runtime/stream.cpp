@@ -42,11 +42,31 @@ constexpr std::int64_t kFirstHighPoolId = kFirstPoolId + kStreamsPerPool;
 constexpr std::int64_t kFirstNewId = kFirstHighPoolId + kStreamsPerPool;
 
 // All streams of one device. Slots are filled once and never cleared, so readers need no lock.
+// Scans (synchronize_device, wait_device_idle, exit) stop at `in_use`, one past the highest id
+// created: a device whose program uses only the default stream and the pools scans at most 65
+// slots, not the whole table.
 struct DeviceStreams {
   std::array<std::atomic<Stream*>, kMaxStreamsPerDevice> slots{};
+  std::atomic<std::int64_t> in_use{0};
   std::mutex create_mu;
   std::int64_t next_new_id = kFirstNewId;  // guarded by create_mu
   std::atomic<std::uint32_t> pool_cursor[2] = {0, 0};
+
+  // Publishes a stream in its slot. Caller holds create_mu.
+  void publish(std::int64_t id, Stream* s) {
+    slots[static_cast<std::size_t>(id)].store(s, std::memory_order_release);
+    if (id + 1 > in_use.load(std::memory_order_relaxed)) {
+      in_use.store(id + 1, std::memory_order_release);
+    }
+  }
+  // Calls f(stream) for every stream created so far.
+  template <typename F>
+  void for_each(F f) {
+    const std::int64_t n = in_use.load(std::memory_order_acquire);
+    for (std::int64_t id = 0; id < n; ++id) {
+      if (Stream* s = slots[static_cast<std::size_t>(id)].load(std::memory_order_acquire)) f(s);
+    }
+  }
 };
 
 // Leaked on purpose (runtime/process.h): workers may still run during static destruction.
@@ -67,7 +87,7 @@ Stream& get_or_create(DeviceStreams* ds, int device, std::int64_t id, int priori
   s = ds->slots[static_cast<std::size_t>(id)].load(std::memory_order_relaxed);
   if (s == nullptr) {
     s = new Stream(device, id, priority);
-    ds->slots[static_cast<std::size_t>(id)].store(s, std::memory_order_release);
+    ds->publish(id, s);
   }
   return *s;
 }
@@ -144,7 +164,8 @@ void Stream::start_worker_locked() {
 
 void Stream::worker_loop() {
   // Swapped with queue_ in one go: one lock round trip per batch. (A deque: measured faster than a
-  // vector or recycled chunks for bursts of tasks, benchmarks/cpp/bench_streams.cpp.)
+  // vector or recycled chunks for bursts of tasks with benchmarks/cpp/bench_streams.cpp's
+  // throughput figure; see commit 871c4e3.)
   std::deque<Item> batch;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
@@ -174,7 +195,7 @@ void Stream::worker_loop() {
     for (Item& item : batch) {
       if (stopping()) break;  // queued work is abandoned at exit
       run(item);
-      item.fn = nullptr;  // destroy the captures (may free device memory) before signalling
+      item.fn = nullptr;  // destroy the captures on this thread, before signalling
       const std::uint64_t done = completed_.fetch_add(1) + 1;
       // seq_cst on completed_ and wake_at_ pairs with synchronize(): either the waiter sees the
       // new count or this thread sees the waiter's target.
@@ -234,7 +255,7 @@ Stream& new_stream(int device, int priority) {
   }
   const std::int64_t id = ds->next_new_id++;
   auto* s = new Stream(device, id, clamp_priority(priority));
-  ds->slots[static_cast<std::size_t>(id)].store(s, std::memory_order_release);
+  ds->publish(id, s);
   return *s;
 }
 
@@ -266,15 +287,14 @@ void synchronize_device(int device) {
   check_device_index(device, "synchronize");
   DeviceStreams* ds = device_streams(device);
   std::optional<std::string> first;
-  for (auto& slot : ds->slots) {
-    Stream* s = slot.load(std::memory_order_acquire);
-    if (s == nullptr || s->enqueued_count() == 0) continue;
+  ds->for_each([&](Stream* s) {
+    if (s->enqueued_count() == 0) return;
     try {
       s->synchronize();
     } catch (const std::runtime_error& e) {
       if (!first) first = e.what();
     }
-  }
+  });
   if (first) throw std::runtime_error(*first);
 }
 
@@ -285,10 +305,7 @@ void wait_device_idle(int device) noexcept {
   } catch (...) {
     return;
   }
-  for (auto& slot : ds->slots) {
-    Stream* s = slot.load(std::memory_order_acquire);
-    if (s != nullptr) s->wait_for(s->enqueued_count());
-  }
+  ds->for_each([](Stream* s) { s->wait_for(s->enqueued_count()); });
 }
 
 void stop_all_streams(std::chrono::milliseconds limit) noexcept {
@@ -301,9 +318,7 @@ void stop_all_streams(std::chrono::milliseconds limit) noexcept {
     } catch (...) {
       return;
     }
-    for (auto& slot : ds->slots) {
-      if (Stream* s = slot.load(std::memory_order_acquire)) all.push_back(s);
-    }
+    ds->for_each([&](Stream* s) { all.push_back(s); });
   }
   for (Stream* s : all) s->request_stop();
   const auto deadline = std::chrono::steady_clock::now() + limit;

@@ -28,8 +28,9 @@
 // Ownership and lifetime: streams are created on first use and never destroyed (leaked on purpose:
 // workers may outlive static destruction at exit, see runtime/process.h). Stream& references stay
 // valid for the life of the process. A task's captures are destroyed on the worker thread right
-// after it runs; captures that own memory (tensors, storages) therefore keep that memory alive
-// exactly as long as queued work needs it.
+// after it runs, before its completion is signalled. What queued work may hold is decided by the
+// layers above (the backend's tasks hold no device memory: its caching allocator orders reuse by
+// streams).
 //
 // Thread rules: every member and function is safe from any thread. The current stream is
 // thread-local and per device; it starts as the default stream.
@@ -88,7 +89,8 @@ class VDEV_RT_API Stream {
   // error: for callers that must wait for memory, not report errors.
   void wait_for(std::uint64_t count) noexcept;
 
-  // Process exit: wake the worker so that it stops. Returns true if the worker is idle or gone.
+  // Process exit: wakes the worker so that it stops after its current task (worker_busy() tells
+  // whether it is still running one).
   void request_stop();
   bool worker_busy() const noexcept { return busy_.load(); }
 

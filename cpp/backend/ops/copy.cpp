@@ -138,12 +138,12 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     VDEV_RT(dst_ready.record(*dst_stream));
     VDEV_RT(dst_ready.block(stream));
   }
-  auto keep = keep_alive({src, dst});
+  // Nothing to keep alive: both sides are device memory, ordered by the caching allocator.
   if (same_bytes_layout(src, dst)) {
     VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                   CopyKind::DeviceToDevice, std::move(keep)));
+                                   CopyKind::DeviceToDevice));
   } else {
-    enqueue_cpu_copy(stream, cpu_alias(dst), cpu_alias(src), std::move(keep));
+    enqueue_cpu_copy(stream, cpu_alias(dst), cpu_alias(src), nullptr);
   }
   if (dst_stream != nullptr) {
     vdev::rt::Event src_done(false);

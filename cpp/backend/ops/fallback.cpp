@@ -77,8 +77,9 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 }
 
 // Operators whose PrivateUse1 kernel would otherwise be ATen's CompositeExplicitAutograd "math"
-// version, built on other operators: native_layer_norm and native_group_norm go through
-// native_batch_norm, which synchronizes here and rounds differently from CPU's fused kernels.
+// version, built on other operators: native_layer_norm and native_group_norm would go through
+// native_batch_norm in training mode on reshaped inputs, which rounds differently from CPU's fused
+// kernels (and synchronizes for half and bfloat16 inputs).
 // Routed to the executor, they run CPU's own kernels asynchronously and match CPU bit for bit.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());

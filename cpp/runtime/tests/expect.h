@@ -1,6 +1,6 @@
 // The checks of the standalone C++ test binaries (no test framework): EXPECT counts a failed
-// condition (from any thread) and prints where it failed; report() prints the verdict line that
-// tests/test_runtime_native.py looks for and returns the exit code.
+// condition (from any thread) and prints where it failed; report() prints the verdict line and
+// returns the exit code CTest judges the test by.
 #pragma once
 
 #include <atomic>

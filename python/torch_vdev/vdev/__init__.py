@@ -87,7 +87,7 @@ __all__ = [
 
 # The hot-path functions are the native functions themselves: a Python wrapper would cost more
 # than the call (see benchmarks/bench_device.py).
-# Their docstrings are set in bindings/device_bindings.cpp.
+# Their docstrings are set in bindings/device.cpp.
 current_device = _C._get_device
 set_device = _C._set_device
 
