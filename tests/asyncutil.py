@@ -35,3 +35,12 @@ def wait_until_blocked(gate, waiters: int = 1) -> None:
     while gate.waiting() < waiters:
         assert time.monotonic() < deadline, "no stream worker reached the gate"
         time.sleep(0.0005)
+
+
+def wait_until_idle(stream: torch.Stream) -> None:
+    """Waits until every task queued on `stream` has run, without synchronizing (which would
+    raise a pending error). Bounded like wait_until_blocked."""
+    deadline = time.monotonic() + 60
+    while not rt.stream_query(*sid(stream)):
+        assert time.monotonic() < deadline, "the stream's queued work never completed"
+        time.sleep(0.0005)

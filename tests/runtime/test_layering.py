@@ -39,8 +39,7 @@ def test_runtime_includes_neither_torch_nor_python_nor_the_backend():
         (str(p.relative_to(ROOT)), inc)
         for p in sources("cpp/runtime")
         for inc in includes(p)
-        if inc.split("/")[0] in {"backend", "c10", "ATen", "torch", "nanobind"}
-        or inc == "Python.h"
+        if inc.split("/")[0] in {"backend", "c10", "ATen", "torch", "nanobind"} or inc == "Python.h"
     ]
     assert not bad, bad
 

@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 import torch.nn.functional as F
-from asyncutil import gated, log_on, sid, wait_until_blocked
+from asyncutil import gated, log_on, sid, wait_until_blocked, wait_until_idle
 
 from torch_vdev import _testing as rt
 
@@ -139,8 +139,7 @@ def test_a_failing_task_surfaces_at_the_next_synchronize_and_the_stream_stays_us
         e = s.record_event()
         waiter = torch.vdev.Stream(0)
         waiter.wait_event(e)
-    while not rt.stream_query(*sid(s)):
-        pass  # the gate is open: wait for the failure to have run
+    wait_until_idle(s)  # the gate is open: wait for the failure to have run
     for _ in range(2):  # query reports the error, as CUDA's does, and leaves it pending
         with pytest.raises(RuntimeError, match="kernel exploded"):
             s.query()
@@ -161,8 +160,7 @@ def test_a_failing_task_surfaces_at_the_next_synchronize_and_the_stream_stays_us
 def test_errors_surface_at_the_next_enqueue_too():
     s = torch.vdev.Stream()
     rt.enqueue_failure(*sid(s), "late")
-    while not rt.stream_query(*sid(s)):
-        pass  # wait for the failure to have run, without synchronizing or raising
+    wait_until_idle(s)  # wait for the failure to have run, without synchronizing or raising
     with pytest.raises(RuntimeError, match="late"):
         rt.enqueue_noop(*sid(s))
     rt.enqueue_noop(*sid(s))
