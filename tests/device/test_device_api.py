@@ -156,3 +156,21 @@ def test_tensor_and_module_methods_are_generated():
     assert all(p.device == torch.device("vdev", 1) for p in m.parameters())
     s = torch.ones(3).untyped_storage().vdev(1)
     assert s.is_vdev and s.device == torch.device("vdev", 1)
+
+
+def test_device_arguments_accept_numpy_integers_as_torch_cuda_does():
+    import numpy as np
+
+    torch.vdev.set_device(np.int64(1))
+    assert torch.vdev.current_device() == 1
+    with torch.vdev.device(np.int32(0)):
+        assert torch.vdev.current_device() == 0
+    assert torch.vdev.current_device() == 1
+    x = torch.ones(4, device="vdev:1")
+    assert torch.vdev.memory_allocated(np.int64(1)) >= x.nbytes
+    assert torch.vdev.current_stream(np.int64(1)).device_index == 1
+    with pytest.raises(IndexError, match=r"\[set_device\] device index 7 out of range"):
+        torch.vdev.set_device(np.int8(7))
+    with pytest.raises(TypeError, match="got numpy.float32"):
+        torch.vdev.set_device(np.float32(1))
+    assert torch.vdev.current_device() == 1
