@@ -18,8 +18,9 @@ namespace vdev::bindings {
 namespace {
 
 void set_device(nb::handle device) {
-  const int index = device_index_from_py(device, "set_device", /*allow_none=*/false);
-  if (index == -1 && !PyLong_Check(device.ptr())) {
+  bool is_integer = false;
+  const int index = device_index_from_py(device, "set_device", /*allow_none=*/false, &is_integer);
+  if (index == -1 && !is_integer) {
     rt::fail<std::invalid_argument>("set_device",
                                     "expected a vdev device with an index or an integer, got '",
                                     nb::cast<std::string>(nb::str(device)), "'");

@@ -1,12 +1,9 @@
 #include "bindings/device_index.h"
 
-#include <c10/core/Device.h>
-#include <c10/util/Exception.h>
 #include <nanobind/stl/string.h>
 
 #include <climits>
 #include <cstring>
-#include <optional>
 #include <string>
 
 #include "runtime/errors.h"
@@ -16,23 +13,28 @@ namespace nb = nanobind;
 namespace vdev::bindings {
 namespace {
 
+// "vdev" -> -1, "vdev:N" -> N. Not c10's parser: it casts N to the 8-bit c10::DeviceIndex and
+// checks the range only in debug builds, so "vdev:256" would silently mean vdev:0.
 int index_from_string(const std::string& s, const char* fn) {
-  std::optional<c10::Device> device;
-  try {
-    device.emplace(s);  // c10's parser: knows "vdev" once PrivateUse1 is renamed
-  } catch (const c10::Error&) {
-  }
-  if (!device) {
-    if (s.rfind("vdev", 0) == 0) {
-      rt::fail<std::invalid_argument>(fn, "invalid vdev device string '", s,
-                                      "': expected 'vdev' or 'vdev:N'");
-    }
+  const std::string prefix = "vdev";
+  if (s.compare(0, prefix.size(), prefix) != 0 ||
+      (s.size() > prefix.size() && s[prefix.size()] != ':')) {
     rt::fail<std::invalid_argument>(fn, "expected a vdev device, got '", s, "'");
   }
-  if (device->type() != c10::DeviceType::PrivateUse1) {
-    rt::fail<std::invalid_argument>(fn, "expected a vdev device, got '", s, "'");
+  if (s.size() == prefix.size()) return -1;
+  const std::string digits = s.substr(prefix.size() + 1);
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    rt::fail<std::invalid_argument>(fn, "invalid vdev device string '", s,
+                                    "': expected 'vdev' or 'vdev:N'");
   }
-  return device->has_index() ? device->index() : -1;
+  return std::stoi(digits);
+}
+
+// numpy's integer scalars (numpy.int64, numpy.uint8, ...): integers through __index__. Other
+// __index__ types (a one-element torch.Tensor) are not device indices, as in torch.cuda.
+bool is_numpy_integer(PyObject* o) {
+  return std::strncmp(Py_TYPE(o)->tp_name, "numpy.", 6) == 0 && PyIndex_Check(o);
 }
 
 // `value` is a Python int; `obj` is what the caller passed (for the message).
@@ -50,10 +52,12 @@ int index_from_int(nb::handle obj, PyObject* value, const char* fn) {
 
 }  // namespace
 
-int device_index_from_py(nb::handle obj, const char* fn, bool allow_none) {
+int device_index_from_py(nb::handle obj, const char* fn, bool allow_none, bool* is_integer) {
   PyObject* o = obj.ptr();
   // Plain ints first: torch.vdev.set_device(i) is a hot path (benchmarks/bench_device.py).
-  if (PyLong_CheckExact(o)) return index_from_int(obj, o, fn);
+  const bool integer = PyLong_CheckExact(o) || (!PyBool_Check(o) && PyLong_Check(o));
+  if (is_integer != nullptr) *is_integer = integer || is_numpy_integer(o);
+  if (integer) return index_from_int(obj, o, fn);
   if (o == Py_None && allow_none) return -1;
   if (PyUnicode_Check(o)) return index_from_string(nb::cast<std::string>(obj), fn);
   if (std::strcmp(Py_TYPE(o)->tp_name, "torch.device") == 0) {
@@ -65,9 +69,7 @@ int device_index_from_py(nb::handle obj, const char* fn, bool allow_none) {
     nb::object index = obj.attr("index");
     return index.is_none() ? -1 : nb::cast<int>(index);
   }
-  // Other integers: int subclasses and anything with __index__ (numpy integers), but not bool,
-  // which torch.device(True) rejects too.
-  if (!PyBool_Check(o) && (PyLong_Check(o) || PyIndex_Check(o))) {
+  if (is_numpy_integer(o)) {
     nb::object as_int = nb::steal(PyNumber_Index(o));
     if (!as_int.is_valid()) throw nb::python_error();
     return index_from_int(obj, as_int.ptr(), fn);

@@ -1,8 +1,8 @@
 // The one parser of device arguments for torch.vdev: what torch.cuda accepts where it takes a
 // device.
 //
-//   int, or any integer with __index__ (numpy integers)   -> that index (bool is rejected)
-//   "vdev" / "vdev:N" (parsed by c10's own device parser) -> N, or -1 without an index
+//   int, or a numpy integer                               -> that index (bool is rejected)
+//   "vdev" / "vdev:N"                                     -> N, or -1 without an index
 //   torch.device of type vdev                             -> its index, or -1 without one
 //   None, where the caller allows it                      -> -1
 //
@@ -17,6 +17,8 @@
 
 namespace vdev::bindings {
 
-int device_index_from_py(nanobind::handle obj, const char* fn, bool allow_none);
+// `is_integer`, if given, is set to whether `obj` is an integer (so -1 is an index, not "none").
+int device_index_from_py(nanobind::handle obj, const char* fn, bool allow_none,
+                         bool* is_integer = nullptr);
 
 }  // namespace vdev::bindings

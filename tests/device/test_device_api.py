@@ -35,6 +35,9 @@ INVALID_SPECS = [
     ([1], TypeError, "got list"),
     (None, TypeError, "got NoneType"),
     (True, TypeError, "got bool"),
+    ("vdev:256", IndexError, "device index 256 out of range"),  # not wrapped to 8 bits
+    ("vdev:255", IndexError, "device index 255 out of range"),
+    (torch.tensor(1), TypeError, "got Tensor"),
 ]
 
 
@@ -173,4 +176,8 @@ def test_device_arguments_accept_numpy_integers_as_torch_cuda_does():
         torch.vdev.set_device(np.int8(7))
     with pytest.raises(TypeError, match="got numpy.float32"):
         torch.vdev.set_device(np.float32(1))
+    with pytest.raises(ValueError, match="device index -1 is negative"):
+        torch.vdev.set_device(np.int64(-1))
+    with pytest.raises(IndexError, match="device index 255 out of range"):
+        torch.vdev.synchronize("vdev:255")
     assert torch.vdev.current_device() == 1

@@ -30,5 +30,7 @@ def _get_device_index(device: Any, optional: bool = False, fn: str = "device") -
 
 
 def _is_int(value: Any) -> bool:
-    """An integer as the native parser takes one: has ``__index__``, is not a bool."""
-    return hasattr(type(value), "__index__") and not isinstance(value, bool)
+    """An integer as the native parser takes one: an int (not a bool) or a numpy integer."""
+    if isinstance(value, int):
+        return not isinstance(value, bool)
+    return type(value).__module__ == "numpy" and hasattr(type(value), "__index__")
