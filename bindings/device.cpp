@@ -49,11 +49,14 @@ void bind_device(nb::module_& m) {
         "As _exchange_device, but -1 leaves the current device unchanged.");
   m.def(
       "_device_index",
-      [](nb::handle device, const char* fn) {
-        return device_index_from_py(device, fn, /*allow_none=*/true);
+      [](nb::handle device, const char* fn) -> std::optional<int> {
+        bool is_integer = false;
+        const int index = device_index_from_py(device, fn, /*allow_none=*/true, &is_integer);
+        if (index == -1 && !is_integer) return std::nullopt;
+        return index;
       },
       nb::arg("device").none(), nb::arg("fn"),
-      "Index of an int / 'vdev:N' / torch.device / None (-1 when it names no index).");
+      "Index of an int / 'vdev:N' / torch.device / None; None when it names no index.");
   m.def(
       "_get_device_properties",
       [](int index) {

@@ -55,7 +55,7 @@ int index_from_int(nb::handle obj, PyObject* value, const char* fn) {
 int device_index_from_py(nb::handle obj, const char* fn, bool allow_none, bool* is_integer) {
   PyObject* o = obj.ptr();
   // Plain ints first: torch.vdev.set_device(i) is a hot path (benchmarks/bench_device.py).
-  const bool integer = PyLong_CheckExact(o) || (!PyBool_Check(o) && PyLong_Check(o));
+  const bool integer = PyLong_Check(o) && !PyBool_Check(o);
   if (is_integer != nullptr) *is_integer = integer || is_numpy_integer(o);
   if (integer) return index_from_int(obj, o, fn);
   if (o == Py_None && allow_none) return -1;

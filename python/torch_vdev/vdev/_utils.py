@@ -21,16 +21,9 @@ def _get_device_index(device: Any, optional: bool = False, fn: str = "device") -
 
     if isinstance(device, device_context):
         return device.idx
-    index = _C._device_index(device, fn)
-    if index != -1 or _is_int(device):
+    index = _C._device_index(device, fn)  # None: no index named
+    if index is not None:
         return index
     if optional:
         return _C._get_device()
     raise ValueError(f"[{fn}] expected a vdev device with an index or an integer, got {device}")
-
-
-def _is_int(value: Any) -> bool:
-    """An integer as the native parser takes one: an int (not a bool) or a numpy integer."""
-    if isinstance(value, int):
-        return not isinstance(value, bool)
-    return type(value).__module__ == "numpy" and hasattr(type(value), "__index__")
