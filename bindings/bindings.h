@@ -1,7 +1,7 @@
 // torch_vdev._C: glue between Python and the runtime/backend, one file per concern (device,
-// streams and events, memory). Argument conversion and exception mapping only, no logic: device
-// arguments are parsed by device_index.h, errors are mapped by nanobind and errors.h.
-// Every binding that can block releases the GIL.
+// streams and events, memory, random). Argument conversion and exception mapping only, no logic:
+// device arguments are parsed by device_index.h, errors are mapped by nanobind and errors.h. Every
+// binding that can block releases the GIL.
 #pragma once
 
 #include <nanobind/nanobind.h>
@@ -11,5 +11,6 @@ namespace vdev::bindings {
 void bind_device(nanobind::module_& m);
 void bind_streams(nanobind::module_& m);
 void bind_memory(nanobind::module_& m);
+void bind_random(nanobind::module_& m);
 
 }  // namespace vdev::bindings

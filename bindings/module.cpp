@@ -13,4 +13,5 @@ NB_MODULE(_C, m) {
   vdev::bindings::bind_device(m);
   vdev::bindings::bind_streams(m);
   vdev::bindings::bind_memory(m);
+  vdev::bindings::bind_random(m);
 }

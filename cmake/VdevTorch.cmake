@@ -1,4 +1,5 @@
-# Imported targets for the parts of libtorch the backend links: vdev::torch_cpu and vdev::c10.
+# Imported targets for the parts of libtorch we link: vdev::torch_cpu and vdev::c10 (the backend),
+# vdev::torch_python (the bindings only: Python objects for ATen's generators).
 #
 # Why not find_package(Torch): under build isolation scikit-build-core's prefix path can mix the
 # target environment's torch with the build environment's Caffe2 config, TorchConfig no longer sets
@@ -17,7 +18,7 @@ if(NOT _vdev_torch_rc EQUAL 0 OR VDEV_TORCH_DIR STREQUAL "")
 endif()
 message(STATUS "torch_vdev: using torch at ${VDEV_TORCH_DIR}")
 
-foreach(_lib torch_cpu c10)
+foreach(_lib torch_cpu c10 torch_python)
   set(_path "${VDEV_TORCH_DIR}/lib/lib${_lib}.so")
   if(NOT EXISTS "${_path}")
     message(FATAL_ERROR "torch_vdev: ${_path} not found")
@@ -34,3 +35,4 @@ set_target_properties(vdev::c10 PROPERTIES
 set_target_properties(vdev::torch_cpu PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${VDEV_TORCH_DIR}/include;${VDEV_TORCH_DIR}/include/torch/csrc/api/include"
   INTERFACE_LINK_LIBRARIES vdev::c10)
+set_target_properties(vdev::torch_python PROPERTIES INTERFACE_LINK_LIBRARIES vdev::torch_cpu)

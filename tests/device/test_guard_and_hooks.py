@@ -76,9 +76,17 @@ def test_hooks_map_pointers_to_devices():
         rt.hooks_device_from_ptr(host.data_ptr())
 
 
-def test_generators_are_reported_unimplemented():
-    with pytest.raises(NotImplementedError, match="vdev: device generators are not implemented"):
-        torch.Generator(device="vdev")
+def test_generators_come_from_the_hooks():
+    # getNewGenerator makes torch.Generator(device=...); getDefaultGenerator is what ATen's random
+    # operators draw from, and torch.vdev.default_generators wraps the same generators.
+    assert torch.Generator(device="vdev:1").device == torch.device("vdev:1")
+    torch.vdev.init()
+    g = torch.vdev.default_generators[1]
+    g.manual_seed(5)
+    a = torch.rand(3, device="vdev:1").cpu()
+    assert g.get_offset() == 4
+    g.manual_seed(5)
+    assert torch.equal(torch.rand(3, device="vdev:1").cpu(), a)
 
 
 GUARD_METHODS = [

@@ -171,19 +171,6 @@ def test_convolutions_forward_and_backward_match_cpu(device):
     assert xv.grad.shape == x.shape
 
 
-def test_random_operators_are_reproducible_with_manual_seed():
-    # vdev draws from the CPU default generator (torch_vdev.vdev.random): the values must be CPU's.
-    ref = torch.randn(5, generator=torch.Generator().manual_seed(7))
-    torch.manual_seed(7)
-    a = torch.randn(5, device="vdev").cpu()
-    torch.vdev.manual_seed(7)
-    b = torch.randn(5, device="vdev").cpu()
-    torch.testing.assert_close(a, ref, rtol=0, atol=0)
-    torch.testing.assert_close(b, ref, rtol=0, atol=0)
-    torch.vdev.manual_seed(8)
-    assert not torch.equal(torch.randn(5, device="vdev").cpu(), ref)
-
-
 def test_output_metadata_follows_every_argument_also_when_cached():
     # The executor caches meta-kernel results by signature; the second round is served from it.
     cpu = torch.arange(12.0).reshape(3, 4)

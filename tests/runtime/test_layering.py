@@ -14,10 +14,12 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]', re.MULTILINE)
 BACKEND_DEPENDS_ON = {
     "common": set(),
     "memory": {"common"},
-    "device": {"common", "memory"},
-    "executor": {"common", "memory"},
-    "ops": {"common", "memory", "executor"},
-    "testing": {"common", "memory", "device", "executor", "ops"},
+    "random": {"common"},
+    "amp": set(),
+    "device": {"common", "memory", "random"},
+    "executor": {"common", "memory", "random"},
+    "ops": {"common", "memory", "executor", "random"},
+    "testing": {"common", "memory", "random", "amp", "device", "executor", "ops"},
 }
 
 

@@ -6,6 +6,7 @@
 #include "backend/common/check.h"
 #include "backend/memory/host_allocator.h"
 #include "backend/memory/storage_resize.h"
+#include "backend/random/generator.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
 
@@ -54,14 +55,13 @@ struct VdevHooks final : public at::PrivateUse1HooksInterface {
 
   at::Allocator* getPinnedMemoryAllocator() const override { return pinned_host_allocator(); }
 
+  // Per-device counter-based generators (backend/random/generator.h); -1 means the current device.
   const at::Generator& getDefaultGenerator(DeviceIndex device_index) const override {
-    TORCH_CHECK_NOT_IMPLEMENTED(false,
-                                "vdev: device generators are not implemented yet; random "
-                                "operators on vdev tensors draw from the CPU default generator");
+    return default_generator(device_index);
   }
 
   at::Generator getNewGenerator(DeviceIndex device_index) const override {
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "vdev: device generators are not implemented yet");
+    return new_generator(device_index);
   }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {

@@ -68,7 +68,7 @@ bool eligible(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
   const auto& args = schema.arguments();
   for (std::size_t i = 0; i < args.size(); ++i) {
     const c10::TypeKind k = base_kind(args[i].type());
-    if (k == c10::TypeKind::GeneratorType || k == c10::TypeKind::DeviceObjType) return false;
+    if (k == c10::TypeKind::DeviceObjType) return false;
     const c10::IValue& v = stack[first + i];
     const bool mutated = args[i].alias_info() != nullptr && args[i].alias_info()->isWrite();
     auto ok = [&](const at::Tensor& t) {

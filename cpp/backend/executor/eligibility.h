@@ -3,11 +3,10 @@
 //
 // Declined (the caller runs the operator synchronously instead): results that are not tensors,
 // tensor lists or None (bool, Scalar, int need values on the host); view results (a CPU copy
-// cannot alias device storage); Generator arguments (random numbers are drawn from the CPU
-// generator in host order); Device arguments; mutated CPU tensors (a CPU argument is snapshotted,
-// so it must be read-only); tensors on a device other than vdev and CPU; and the operators whose
-// meta kernel disagrees with their CPU kernel on output shapes (found by the OpInfo sweep,
-// tests/ops/test_opinfo.py).
+// cannot alias device storage); Device arguments; mutated CPU tensors (a CPU argument is
+// snapshotted, so it must be read-only); tensors on a device other than vdev and CPU; and the
+// operators whose meta kernel disagrees with their CPU kernel on output shapes (found by the OpInfo
+// sweep, tests/ops/test_opinfo.py).
 //
 // Thread rules: stateless.
 #pragma once

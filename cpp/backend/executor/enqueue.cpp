@@ -14,6 +14,7 @@
 #include "backend/executor/operator_task.h"
 #include "backend/executor/plan_cache.h"
 #include "backend/memory/storage_resize.h"
+#include "backend/random/generator.h"
 
 namespace vdev::backend {
 namespace {
@@ -76,9 +77,16 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
   std::shared_ptr<const LaunchPlan> plan = plan_for(op, *stack, first, nargs);
   if (!plan->ok) return false;
 
+  // A random operator reserves its counter range now, in program order, before any side effect
+  // (a generator of another device type is an error that must change nothing).
+  std::optional<RandomDraw> draw;
+  if (plan->generator_arg) {
+    draw = reserve_draw((*stack)[first + *plan->generator_arg].toOptional<at::Generator>(),
+                        device.index());
+  }
   const c10::DeviceGuard guard(device);
   std::vector<c10::IValue> outputs = device_outputs(*plan, *stack, first, device);
-  OperatorTask task = OperatorTask::capture(op, std::move(plan), *stack, first, outputs);
+  OperatorTask task = OperatorTask::capture(op, std::move(plan), *stack, first, outputs, draw);
   enqueue_task(current_runtime_stream(device.index()), op.schema().name().c_str(), std::move(task));
 
   torch::jit::drop(*stack, nargs);

@@ -34,7 +34,11 @@ void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std
   torch::jit::Stack meta_stack;
   meta_stack.reserve(nargs);
   for (std::size_t i = first; i < first + nargs; ++i) {
-    meta_stack.push_back(map_tensors(stack[i], to_meta));
+    if (stack[i].isGenerator()) {
+      meta_stack.emplace_back();  // meta kernels draw nothing
+    } else {
+      meta_stack.push_back(map_tensors(stack[i], to_meta));
+    }
   }
   try {
     op.callBoxed(&meta_stack);
@@ -73,6 +77,18 @@ std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& s, const 
 
 }  // namespace
 
+std::optional<std::size_t> generator_argument(const c10::FunctionSchema& schema) {
+  const auto& args = schema.arguments();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const c10::TypePtr& t = args[i].type();
+    const c10::TypePtr& base = t->kind() == c10::TypeKind::OptionalType
+                                   ? t->expectRef<c10::OptionalType>().getElementType()
+                                   : t;
+    if (base->kind() == c10::TypeKind::GeneratorType) return i;
+  }
+  return std::nullopt;
+}
+
 std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op,
                                                    const torch::jit::Stack& stack,
                                                    std::size_t first, std::size_t nargs) {
@@ -96,6 +112,7 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
     return plan;
   }
   plan->all_fresh = n_aliased == 0;
+  plan->generator_arg = generator_argument(schema);
   if (plan->all_fresh && !rets.empty()) {
     bool single_tensors = true;
     for (const MetaReturn& m : plan->returns) {

@@ -2,10 +2,11 @@
 // arguments' metadata, computed once per signature (and cached, backend/executor/plan_cache.h).
 //
 // Making a plan checks eligibility (backend/executor/eligibility.h), runs the operator on meta
-// tensors (PyTorch's meta kernels) to learn its outputs' sizes, strides and dtypes, and reads from
-// the schema which returns are fresh outputs and which write an argument (in-place and out=
-// operators). A plan with ok == false means "run synchronously"; it is cached too, so the
-// operator is declined at once next time.
+// tensors (PyTorch's meta kernels; a Generator argument becomes None) to learn its outputs' sizes,
+// strides and dtypes, and reads from the schema which returns are fresh outputs, which write an
+// argument (in-place and out= operators) and which argument is a random operator's Generator. A
+// plan with ok == false means "run synchronously"; it is cached too, so the operator is declined at
+// once next time.
 //
 // Thread rules: make_launch_plan runs on the dispatching thread. A plan is immutable once made and
 // shared by the cache and queued tasks, except `out_refused`, which a stream worker may set.
@@ -42,10 +43,16 @@ struct LaunchPlan {
   bool all_fresh = false;                     // every return is a fresh output
   std::vector<std::size_t> out_args;          // kwarg-only written tensor arguments (out= ops)
   std::optional<c10::OperatorHandle> out_op;  // out= overload for all-fresh single-tensor returns
+  // The Generator argument of a random operator: the task computes with an engine keyed by the
+  // draw reserved when it is queued (backend/random/generator.h), never with this argument.
+  std::optional<std::size_t> generator_arg;
   // Set (by a stream worker) once the out= kernel refused its outputs: the functional form plus a
   // copy is used from then on. Read on every launch without a lock.
   mutable std::atomic<bool> out_refused{false};
 };
+
+// The position of the Generator argument in `schema`, if it has one (a random operator).
+std::optional<std::size_t> generator_argument(const c10::FunctionSchema& schema);
 
 // The plan for `op` applied to stack[first, first + nargs).
 std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op,

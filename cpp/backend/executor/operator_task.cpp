@@ -8,6 +8,7 @@
 
 #include "backend/executor/out_variants.h"
 #include "backend/executor/tensor_args.h"
+#include "backend/random/keyed_engine.h"
 
 namespace vdev::backend {
 namespace {
@@ -45,13 +46,18 @@ at::Tensor alias_or_snapshot(const at::Tensor& t) {
 OperatorTask OperatorTask::capture(const c10::OperatorHandle& op,
                                    std::shared_ptr<const LaunchPlan> plan,
                                    const torch::jit::Stack& stack, std::size_t first,
-                                   const std::vector<c10::IValue>& outputs) {
+                                   const std::vector<c10::IValue>& outputs,
+                                   std::optional<RandomDraw> draw) {
   OperatorTask task(op, std::move(plan));
   const LaunchPlan& p = *task.plan_;
+  TORCH_INTERNAL_ASSERT(p.generator_arg.has_value() == draw.has_value());
+  task.draw_ = draw;
   task.args_.reserve(stack.size() - first);
   for (std::size_t i = first; i < stack.size(); ++i) {
     const c10::IValue& v = stack[i];
-    if (v.isTensor() && is_vdev_tensor(v.toTensor())) {
+    if (p.generator_arg && i - first == *p.generator_arg) {
+      task.args_.emplace_back();  // placeholder: the keyed engine, made on the worker
+    } else if (v.isTensor() && is_vdev_tensor(v.toTensor())) {
       task.arg_specs_.emplace_back(i - first, AliasSpec::of(v.toTensor()));
       task.args_.emplace_back();  // placeholder
     } else {
@@ -121,6 +127,7 @@ void OperatorTask::refuse(const c10::OperatorHandle& out_overload) const {
 torch::jit::Stack OperatorTask::make_args() const {
   torch::jit::Stack stack = args_;
   for (const auto& [i, spec] : arg_specs_) stack[i] = spec.make();
+  if (draw_) stack[*plan_->generator_arg] = cpu_generator_for(*draw_);
   return stack;
 }
 

@@ -7,7 +7,8 @@
 // way. The task holds no device memory: the caching allocator orders the reuse of freed blocks by
 // streams (backend/memory/device_cache.h), as CUDA's does.
 //
-// Run on the worker (operator()): the CPU kernel computes on the aliases. Fresh outputs are
+// Run on the worker (operator()): the CPU kernel computes on the aliases (a random operator with
+// an engine keyed by the draw reserved when it was queued). Fresh outputs are
 // written by the out= overload when the plan has one (backend/executor/out_variants.h), else by
 // the functional kernel followed by a copy; in-place and out= operators write through their
 // argument aliases. An out= kernel that refuses its outputs is remembered, and the functional
@@ -29,16 +30,18 @@
 
 #include "backend/common/cpu_view.h"
 #include "backend/executor/launch_plan.h"
+#include "backend/random/generator.h"
 
 namespace vdev::backend {
 
 class OperatorTask {
  public:
   // The call of `op` on stack[first, end) with `outputs` (the device tensors the call returns)
-  // under `plan`.
+  // under `plan`; a random operator (plan->generator_arg) with the draw reserved for it.
   static OperatorTask capture(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
                               const torch::jit::Stack& stack, std::size_t first,
-                              const std::vector<c10::IValue>& outputs);
+                              const std::vector<c10::IValue>& outputs,
+                              std::optional<RandomDraw> draw);
 
   // Runs the call. Errors leave as std::runtime_error with the message only (the stream adds the
   // operator's name).
@@ -60,6 +63,9 @@ class OperatorTask {
   // aliases on the worker from arg_specs_ (position, spec), or, inside tensor lists, on the host.
   torch::jit::Stack args_;
   c10::SmallVector<std::pair<std::size_t, AliasSpec>, 3> arg_specs_;
+  // A random operator's draw: its Generator argument becomes a CPU engine keyed by it, on the
+  // worker (backend/random/keyed_engine.h).
+  std::optional<RandomDraw> draw_;
   // Fresh outputs: single tensors as specs (aliases made on the worker), other returns (tensor
   // lists, None) as host-made IValues in host_outputs_ at the same positions.
   bool fresh_outputs_ = false;

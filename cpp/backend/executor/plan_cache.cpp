@@ -88,6 +88,8 @@ bool put_value(std::string& k, const c10::IValue& v) {
     const auto xs = v.toBoolList();
     put(k, static_cast<int32_t>(xs.size()));
     for (bool x : xs) k.push_back(x ? '1' : '0');
+  } else if (v.isGenerator()) {
+    k.push_back('G');  // which generator does not change the plan: the task draws from it
   } else if (v.isString()) {
     k.push_back('s');
     const std::string& s = v.toStringRef();

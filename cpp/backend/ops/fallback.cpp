@@ -1,8 +1,8 @@
 // The boxed kernel for every aten operator without a dedicated vdev kernel.
 //
 // First choice: the asynchronous executor (backend/executor/enqueue.h) queues the operator on the
-// current stream of its device. When it declines (data-dependent shapes, random numbers, non-tensor
-// results, ...), the synchronous path runs it on CPU copies of its vdev arguments
+// current stream of its device. When it declines (data-dependent shapes, non-tensor results, ...),
+// the synchronous path runs it on CPU copies of its vdev arguments
 // (at::native::cpu_fallback) and copies the results back, with these rules on top:
 //  * it first waits for the current stream of the arguments' device (it runs synchronously);
 //  * a DeviceGuard on the arguments' vdev device, so that outputs, out= resizes and temporaries are
@@ -19,6 +19,9 @@
 
 #include "backend/common/stream_lookup.h"
 #include "backend/executor/enqueue.h"
+#include "backend/executor/launch_plan.h"
+#include "backend/random/generator.h"
+#include "backend/random/keyed_engine.h"
 
 namespace vdev::backend {
 namespace {
@@ -61,10 +64,25 @@ std::optional<c10::Device> vdev_device_of_arguments(const c10::OperatorHandle& o
   return found;
 }
 
+// A random operator that runs synchronously draws as a queued one does: its Generator argument
+// becomes a CPU engine keyed by a draw from the device's generator (backend/random/).
+void key_generator_argument(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                            const std::optional<c10::Device>& device) {
+  const std::optional<std::size_t> g = generator_argument(op.schema());
+  if (!g) return;
+  c10::IValue& arg = (*stack)[stack->size() - op.schema().arguments().size() + *g];
+  // No vdev tensor: a CPU operator that reached vdev only through a vdev generator's dispatch key.
+  TORCH_CHECK(device.has_value(), "Expected a 'cpu' device type for generator but found '",
+              c10::DeviceType::PrivateUse1, "'");
+  const c10::DeviceIndex index = device->has_index() ? device->index() : -1;
+  arg = cpu_generator_for(reserve_draw(arg.toOptional<at::Generator>(), index));
+}
+
 void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::optional<c10::Device> device = vdev_device_of_arguments(op, *stack);
   const c10::OptionalDeviceGuard guard(device);
   if (device && device->has_index() && try_enqueue_operator(op, stack, *device)) return;
+  key_generator_argument(op, stack, device);
   // Synchronous path: computes on the calling thread, so first wait for queued work.
   if (device) sync_current_stream(*device);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);

@@ -10,9 +10,12 @@ Differences from ``torch.cuda``, each on purpose:
 
 from __future__ import annotations
 
+import threading
 import warnings
 from dataclasses import dataclass
 from typing import Any
+
+import torch
 
 from torch_vdev import _C
 from torch_vdev.vdev._utils import _get_device_index
@@ -34,7 +37,18 @@ from torch_vdev.vdev.memory import (
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
 )
-from torch_vdev.vdev.random import manual_seed, manual_seed_all
+from torch_vdev.vdev.random import (
+    _default_generators,
+    get_rng_state,
+    get_rng_state_all,
+    initial_seed,
+    manual_seed,
+    manual_seed_all,
+    seed,
+    seed_all,
+    set_rng_state,
+    set_rng_state_all,
+)
 from torch_vdev.vdev.streams import (
     Event,
     Stream,
@@ -46,6 +60,18 @@ from torch_vdev.vdev.streams import (
 )
 
 __all__ = [
+    "OutOfMemoryError",
+    "default_generators",
+    "get_amp_supported_dtype",
+    "get_rng_state",
+    "get_rng_state_all",
+    "init",
+    "initial_seed",
+    "is_bf16_supported",
+    "seed",
+    "seed_all",
+    "set_rng_state",
+    "set_rng_state_all",
     "Event",
     "Stream",
     "StreamContext",
@@ -97,8 +123,57 @@ def is_available() -> bool:
     return _C._is_available()
 
 
+# torch.cuda's name for the error an allocation beyond a device's memory raises.
+OutOfMemoryError = torch.OutOfMemoryError
+
+# The default generator of each device; filled by initialisation, as torch.cuda.default_generators.
+default_generators: tuple[torch.Generator, ...] = ()
+
+_initialized = False
+_init_lock = threading.Lock()
+
+
+def _lazy_init() -> None:
+    """Initialises vdev once (torch.cuda's lazy-initialisation contract).
+
+    PyTorch calls it before the first vdev tensor is made (``torch.utils`` device_lazy_init calls
+    the device module's ``_lazy_init``); ``init``, ``get_rng_state`` and ``initial_seed`` call it
+    too. Afterwards ``is_initialized()`` is true and ``_initialized`` is set, which
+    ``torch.utils.checkpoint`` reads to decide whether to save and restore vdev RNG states. It
+    raises in a child forked after vdev was used, and reports a malformed configuration.
+    """
+    global _initialized, default_generators
+    if _initialized:
+        return
+    with _init_lock:
+        if _initialized:
+            return
+        if _is_in_bad_fork():
+            raise RuntimeError(
+                "Cannot re-initialize vdev in forked subprocess. To use vdev with "
+                "multiprocessing, you must use the 'spawn' start method"
+            )
+        default_generators = _default_generators()
+        _initialized = True
+
+
+def init() -> None:
+    """Initialises vdev (a no-op when it already is), as ``torch.cuda.init``."""
+    _lazy_init()
+
+
 def is_initialized() -> bool:
-    """vdev devices need no lazy initialisation: true once the backend is registered."""
+    """Whether vdev has been initialised in this process (see ``_lazy_init``)."""
+    return _initialized and not _is_in_bad_fork()
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The lower-precision dtypes ``torch.autocast("vdev")`` accepts (the AMP device contract)."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """Whether vdev supports bfloat16: always (its kernels are CPU's, which support it natively)."""
     return True
 
 

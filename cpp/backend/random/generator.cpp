@@ -1,0 +1,161 @@
+#include "backend/random/generator.h"
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/core/ScalarType.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+#include "backend/common/stream_lookup.h"
+
+namespace vdev::backend {
+namespace {
+
+constexpr std::size_t kSeedBytes = sizeof(uint64_t);
+constexpr std::size_t kStateBytes = kSeedBytes + sizeof(uint64_t);
+
+void check_offset(uint64_t offset) {
+  TORCH_CHECK_VALUE(offset % 4 == 0, "vdev generator offset must be a multiple of 4, got ", offset);
+}
+
+VdevGeneratorImpl& vdev_impl(const at::Generator& gen) {
+  TORCH_CHECK(gen.device().type() == VdevGeneratorImpl::device_type(), "Expected a '",
+              VdevGeneratorImpl::device_type(), "' device type for generator but found '",
+              gen.device().type(), "'");
+  return *static_cast<VdevGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
+}
+
+}  // namespace
+
+VdevGeneratorImpl::VdevGeneratorImpl(c10::DeviceIndex device, c10::intrusive_ptr<PhiloxState> state)
+    : c10::GeneratorImpl(c10::Device(device_type(), device),
+                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+      state_(std::move(state)) {}
+
+void VdevGeneratorImpl::set_current_seed(uint64_t seed) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->seed = seed;
+  state_->offset = 0;
+}
+
+void VdevGeneratorImpl::set_offset(uint64_t offset) {
+  check_offset(offset);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->offset = offset;
+}
+
+uint64_t VdevGeneratorImpl::get_offset() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->offset;
+}
+
+uint64_t VdevGeneratorImpl::current_seed() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->seed;
+}
+
+uint64_t VdevGeneratorImpl::seed() {
+  const uint64_t s = c10::detail::getNonDeterministicRandom(/*is_cuda=*/true);
+  set_current_seed(s);
+  return s;
+}
+
+void VdevGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
+  // Every check comes before any change: a rejected state leaves the generator as it was.
+  const c10::ScalarType dtype = c10::typeMetaToScalarType(new_state.dtype());
+  TORCH_CHECK_TYPE(
+      new_state.layout() == c10::kStrided && new_state.device().is_cpu() && dtype == c10::kByte,
+      "vdev RNG state must be a CPU torch.ByteTensor (torch.uint8), got a torch.",
+      c10::getDtypeNames(dtype).first, " tensor on ", new_state.device());
+  const std::size_t n = static_cast<std::size_t>(new_state.numel());
+  TORCH_CHECK_VALUE(n == kStateBytes || n == kSeedBytes, "vdev RNG state is wrong size: expected ",
+                    kStateBytes, " bytes (seed, offset) or ", kSeedBytes,
+                    " bytes (seed only), got ", n);
+  TORCH_CHECK_VALUE(new_state.is_contiguous(), "vdev RNG state must be contiguous");
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  const auto* bytes = static_cast<const uint8_t*>(new_state.data());
+  std::memcpy(&seed, bytes, kSeedBytes);
+  if (n == kStateBytes) std::memcpy(&offset, bytes + kSeedBytes, sizeof(offset));
+  check_offset(offset);
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->seed = seed;
+  state_->offset = offset;
+}
+
+c10::intrusive_ptr<c10::TensorImpl> VdevGeneratorImpl::get_state() const {
+  at::Tensor t = at::empty({static_cast<int64_t>(kStateBytes)}, at::TensorOptions(at::kByte));
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    seed = state_->seed;
+    offset = state_->offset;
+  }
+  std::memcpy(t.data_ptr(), &seed, kSeedBytes);
+  std::memcpy(static_cast<uint8_t*>(t.data_ptr()) + kSeedBytes, &offset, sizeof(offset));
+  return t.getIntrusivePtr();
+}
+
+void VdevGeneratorImpl::graphsafe_set_state(const c10::intrusive_ptr<c10::GeneratorImpl>& state) {
+  TORCH_CHECK(state && state->device().type() == device_type(), "Expected a '", device_type(),
+              "' generator state but found '",
+              state ? c10::DeviceTypeName(state->device().type()) : std::string("None"), "'");
+  state_ = static_cast<const VdevGeneratorImpl&>(*state).state_;
+}
+
+c10::intrusive_ptr<c10::GeneratorImpl> VdevGeneratorImpl::graphsafe_get_state() const {
+  return c10::make_intrusive<VdevGeneratorImpl>(device().index(), state_);
+}
+
+RandomDraw VdevGeneratorImpl::reserve() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  const RandomDraw draw{state_->seed, state_->offset};
+  state_->offset += kOffsetPerDraw;
+  return draw;
+}
+
+VdevGeneratorImpl* VdevGeneratorImpl::clone_impl() const {
+  auto copy = c10::make_intrusive<PhiloxState>(0);
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    copy->seed = state_->seed;
+    copy->offset = state_->offset;
+  }
+  return new VdevGeneratorImpl(device().index(), std::move(copy));
+}
+
+const at::Generator& default_generator(c10::DeviceIndex device) {
+  const c10::DeviceIndex index =
+      checked_device_index(c10::Device(VdevGeneratorImpl::device_type(), device), "generator");
+  // Leaked: ATen hands out references to default generators until the process exits. A deque
+  // never moves its elements, so references stay valid while later devices are added.
+  static std::mutex mu;
+  static auto* generators = new std::deque<std::optional<at::Generator>>;
+  std::lock_guard<std::mutex> lock(mu);
+  if (generators->size() <= static_cast<std::size_t>(index)) generators->resize(index + 1);
+  std::optional<at::Generator>& slot = (*generators)[index];
+  if (!slot) {
+    slot = at::make_generator<VdevGeneratorImpl>(
+        index, c10::make_intrusive<PhiloxState>(c10::default_rng_seed_val));
+  }
+  return *slot;
+}
+
+at::Generator new_generator(c10::DeviceIndex device) {
+  const c10::DeviceIndex index =
+      checked_device_index(c10::Device(VdevGeneratorImpl::device_type(), device), "Generator");
+  return at::make_generator<VdevGeneratorImpl>(
+      index, c10::make_intrusive<PhiloxState>(c10::default_rng_seed_val));
+}
+
+RandomDraw reserve_draw(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
+  if (gen.has_value() && gen->defined()) return vdev_impl(*gen).reserve();
+  return vdev_impl(default_generator(device)).reserve();
+}
+
+}  // namespace vdev::backend

@@ -1,0 +1,156 @@
+"""Random operators on vdev: queued like every operator, values a function of (seed, offset, shape)
+only, CPU's distributions, and never the CPU generator."""
+
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+from asyncutil import gated, sid, wait_until_blocked
+from hypothesis import given
+from hypothesis import strategies as st
+
+from torch_vdev import _testing as rt
+
+N = 100_000
+
+
+def run_bounded(fn, timeout=60.0):
+    """Runs fn on a thread; returns whether it finished. A call that synchronizes behind a closed
+    gate would never finish: the bound turns that hang into a failure (not a timing assertion)."""
+    done = threading.Event()
+    errors = []
+
+    def body():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+        done.set()
+
+    threading.Thread(target=body, daemon=True).start()
+    finished = done.wait(timeout)
+    if errors:
+        raise errors[0]
+    return finished
+
+
+# Every random operator a training script meets, each queued on the current stream.
+QUEUED = {
+    "rand": lambda x: torch.rand(1, device="vdev"),
+    "randn": lambda x: torch.randn(4, 4, device="vdev"),
+    "randint": lambda x: torch.randint(0, 10, (5,), device="vdev"),
+    "randperm": lambda x: torch.randperm(8, device="vdev"),
+    "normal_": lambda x: torch.empty(8, device="vdev").normal_(),
+    "bernoulli": lambda x: torch.bernoulli(x.sigmoid()),
+    "dropout": lambda x: F.dropout(x, 0.5),
+    "multinomial": lambda x: torch.multinomial(x.abs() + 0.1, 3),
+    "poisson": lambda x: torch.poisson(x.abs()),
+    "rrelu": lambda x: F.rrelu(x, training=True),
+    "exponential_": lambda x: torch.empty(8, device="vdev").exponential_(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUEUED))
+def test_a_random_operator_is_queued_not_synchronized(name):
+    x = torch.randn(16, device="vdev")
+    stream = torch.vdev.current_stream()
+    out = []
+    with gated(stream) as gate:
+        wait_until_blocked(gate)
+        finished = run_bounded(lambda: out.append(QUEUED[name](x)))
+        assert finished, f"{name} waited for the stream: it synchronized"
+        assert not rt.stream_query(*sid(stream))  # its work is behind the gate
+    torch.vdev.synchronize()
+    assert out[0].device.type == "vdev"
+    assert torch.isfinite(out[0].float().cpu()).all()
+
+
+def test_a_training_step_with_dropout_does_not_synchronize():
+    model = torch.nn.Sequential(
+        torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 1)
+    ).to("vdev")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    x, y = torch.randn(32, 8, device="vdev"), torch.randn(32, 1, device="vdev")
+    stream = torch.vdev.current_stream()
+
+    def step():
+        opt.zero_grad()
+        F.mse_loss(model(x), y).backward()
+        opt.step()
+
+    with gated(stream) as gate:
+        wait_until_blocked(gate)
+        assert run_bounded(step), "the training step synchronized"
+    torch.vdev.synchronize()
+    assert all(torch.isfinite(p.cpu()).all() for p in model.parameters())
+
+
+def test_random_operators_never_consume_the_cpu_generator():
+    x = torch.randn(64, device="vdev")
+    torch.vdev.synchronize()
+    before = torch.get_rng_state()
+    for fn in QUEUED.values():
+        fn(x)
+    torch.binomial(x.abs() * 10, torch.full_like(x, 0.5))  # synchronous path (no meta kernel)
+    torch._sample_dirichlet(x.abs().reshape(8, 8) + 0.1)
+    F.scaled_dot_product_attention(*(torch.randn(1, 2, 4, 8, device="vdev"),) * 3, dropout_p=0.5)
+    torch.vdev.synchronize()
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_values_do_not_depend_on_the_stream():
+    torch.manual_seed(9)
+    ref = [torch.randn(100, device="vdev").cpu(), F.dropout(torch.ones(100, device="vdev")).cpu()]
+    torch.manual_seed(9)
+    side = torch.vdev.Stream()
+    with torch.vdev.stream(side):
+        got = [torch.randn(100, device="vdev"), F.dropout(torch.ones(100, device="vdev"))]
+    side.synchronize()
+    assert all(torch.equal(a, b.cpu()) for a, b in zip(ref, got, strict=True))
+
+
+OPS = {
+    "rand": lambda n: torch.rand(n, device="vdev"),
+    "randn": lambda n: torch.randn(n, device="vdev"),
+    "randint": lambda n: torch.randint(-5, 5, (n,), device="vdev"),
+    "bernoulli_": lambda n: torch.empty(n, device="vdev").bernoulli_(0.3),
+    "normal_": lambda n: torch.empty(n, 2, device="vdev").normal_(1.0, 2.0),
+    "dropout": lambda n: F.dropout(torch.ones(n, device="vdev"), 0.4),
+    "multinomial": lambda n: torch.multinomial(torch.ones(n, device="vdev"), 1),
+}
+
+
+@given(
+    calls=st.lists(
+        st.tuples(
+            st.integers(0, 1),  # device
+            st.integers(0, 2),  # stream: 0 = default, 1 and 2 = side streams
+            st.sampled_from(sorted(OPS)),
+            st.integers(1, 40),  # size
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+def test_any_interleaving_over_streams_and_devices_gives_the_same_values(calls):
+    # Reference: each device's calls in order, device 0 first, all on the default streams.
+    torch.manual_seed(2024)
+    ref = {}
+    for dev in (0, 1):
+        with torch.vdev.device(dev):
+            for i, (d, _, name, n) in enumerate(calls):
+                if d == dev:
+                    ref[i] = OPS[name](n).cpu()
+    # The same calls interleaved across devices as listed, each on the stream drawn for it.
+    torch.manual_seed(2024)
+    streams = {d: [torch.vdev.default_stream(d)] + [torch.vdev.Stream(d) for _ in range(2)]
+               for d in (0, 1)}  # fmt: skip
+    got = {}
+    for i, (d, s, name, n) in enumerate(calls):
+        with torch.vdev.device(d), torch.vdev.stream(streams[d][s]):
+            got[i] = OPS[name](n)
+    for d in (0, 1):
+        torch.vdev.synchronize(d)
+    for i in ref:
+        assert torch.equal(ref[i], got[i].cpu()), calls[i]
