@@ -78,4 +78,6 @@ def test_checkpoint_without_preserving_rng_state_differs(mode):
     torch.manual_seed(7)
     y = checkpoint(model, x, use_reentrant=(mode == "reentrant"), preserve_rng_state=False)
     y.sum().backward()
-    assert not all(torch.equal(p.grad.cpu(), b) for p, b in zip(model.parameters(), g_ref))
+    assert not all(
+        torch.equal(p.grad.cpu(), b) for p, b in zip(model.parameters(), g_ref, strict=True)
+    )
