@@ -342,3 +342,20 @@ def test_threads_allocating_on_their_own_streams_keep_exact_accounting():
     torch.vdev.synchronize(1)
     after = [torch.vdev.memory_stats(d)["requested_bytes.all.current"] for d in (0, 1)]
     assert after == before
+
+
+def test_nested_stats_and_torch_cuda_deprecated_names():
+    x = torch.ones(1000, device="vdev")
+    nested = torch.vdev.memory_stats_as_nested_dict()
+    flat = torch.vdev.memory_stats()
+    assert nested["allocated_bytes"]["all"]["current"] == flat["allocated_bytes.all.current"]
+    with pytest.warns(FutureWarning, match="renamed to `torch.vdev.memory_reserved`"):
+        assert torch.vdev.memory_cached() == torch.vdev.memory_reserved()
+    with pytest.warns(FutureWarning, match="renamed to `torch.vdev.max_memory_reserved`"):
+        assert torch.vdev.max_memory_cached() == torch.vdev.max_memory_reserved()
+    del x
+    with pytest.warns(FutureWarning, match="reset_peak_memory_stats"):
+        torch.vdev.reset_max_memory_allocated()
+    assert torch.vdev.max_memory_allocated() == torch.vdev.memory_allocated()
+    with pytest.warns(FutureWarning, match="reset_peak_memory_stats"):
+        torch.vdev.reset_max_memory_cached()

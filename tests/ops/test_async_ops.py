@@ -266,3 +266,21 @@ def test_each_kind_of_operator_is_queued_behind_a_closed_gate(name):
         finally:
             valve.cancel()
     torch.testing.assert_close(result.cpu(), expected)
+
+
+def test_a_reducing_loss_prints_no_resize_warning():
+    # mse_loss.out with a reduction resizes its output; vdev must not make PyTorch warn about
+    # resizing an output that has elements (CPU's own functional call prints nothing).
+    r = run_python(
+        """
+        import torch
+        x = torch.randn(16, 1, device="vdev", requires_grad=True)
+        y = torch.randn(16, 1, device="vdev")
+        for reduction in ("mean", "sum"):
+            torch.nn.functional.mse_loss(x, y, reduction=reduction).backward()
+        torch.vdev.synchronize()
+        print("ok")
+        """
+    )
+    assert r.stdout.strip() == "ok", r.stderr
+    assert "resized" not in r.stderr, r.stderr

@@ -2,7 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/alias.h>
-#include <ATen/ops/empty_like.h>
+#include <ATen/ops/empty.h>
 
 #include <stdexcept>
 
@@ -152,7 +152,9 @@ void OperatorTask::run_mutating(const torch::jit::Stack& made, torch::jit::Stack
   }
   std::vector<at::Tensor> temps;
   for (std::size_t j : out_args) {
-    temps.push_back(at::empty_like(made[j].toTensor()));
+    // Zero elements: a kernel resizes such an output silently, where resizing one with elements
+    // prints PyTorch's deprecation warning.
+    temps.push_back(at::empty({0}, made[j].toTensor().options()));
     stack[j] = temps.back();
   }
   op_.callBoxed(&stack);

@@ -9,6 +9,7 @@ cache was released and the allocation retried.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from typing import Any
 
@@ -48,6 +49,19 @@ def memory_stats(device: Any = None) -> OrderedDict[str, Any]:
     ``freed`` values over ``all``, ``small_pool`` and ``large_pool``; plus num_alloc_retries,
     num_ooms, num_sync_all_streams, num_device_alloc and num_device_free."""
     return torch.accelerator.memory_stats(_index(device, "memory_stats"))
+
+
+def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
+    """``memory_stats`` as nested dictionaries (``"allocated_bytes.all.peak"`` becomes
+    ``["allocated_bytes"]["all"]["peak"]``), as ``torch.cuda.memory_stats_as_nested_dict``."""
+    nested: dict[str, Any] = {}
+    for key, value in memory_stats(device).items():
+        *path, leaf = key.split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
 
 
 def memory_allocated(device: Any = None) -> int:
@@ -179,3 +193,34 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
         out.append(f"| {key:<28}| {stats.get(key, 0):>12d}{'':<{width - 46}}|")
     out.append("|" + "=" * (width - 2) + "|")
     return "\n".join(out) + "\n"
+
+
+def _renamed(old: str, new: str) -> None:
+    warnings.warn(
+        f"`torch.vdev.{old}` has been renamed to `torch.vdev.{new}`", FutureWarning, stacklevel=3
+    )
+
+
+# torch.cuda's deprecated names, still common in logging code: the same warning and behaviour.
+def memory_cached(device: Any = None) -> int:
+    """Deprecated; see :func:`memory_reserved`."""
+    _renamed("memory_cached", "memory_reserved")
+    return memory_reserved(device)
+
+
+def max_memory_cached(device: Any = None) -> int:
+    """Deprecated; see :func:`max_memory_reserved`."""
+    _renamed("max_memory_cached", "max_memory_reserved")
+    return max_memory_reserved(device)
+
+
+def reset_max_memory_allocated(device: Any = None) -> None:
+    """Deprecated: resets every peak statistic (:func:`reset_peak_memory_stats`), as on CUDA."""
+    _renamed("reset_max_memory_allocated", "reset_peak_memory_stats")
+    reset_peak_memory_stats(device)
+
+
+def reset_max_memory_cached(device: Any = None) -> None:
+    """Deprecated: resets every peak statistic (:func:`reset_peak_memory_stats`), as on CUDA."""
+    _renamed("reset_max_memory_cached", "reset_peak_memory_stats")
+    reset_peak_memory_stats(device)
