@@ -180,3 +180,12 @@ def test_device_arguments_accept_numpy_integers_as_torch_cuda_does():
     with pytest.raises(IndexError, match="device index 255 out of range"):
         torch.vdev.synchronize("vdev:255")
     assert torch.vdev.current_device() == 1
+
+
+def test_can_device_access_peer():
+    assert torch.vdev.can_device_access_peer(0, 1)
+    assert torch.vdev.can_device_access_peer("vdev:1", torch.device("vdev:0"))
+    with pytest.raises(IndexError, match="device index 5 out of range: 2 vdev devices"):
+        torch.vdev.can_device_access_peer(0, 5)
+    with pytest.raises(IndexError, match="device index -1 out of range"):
+        torch.vdev.can_device_access_peer(-1, 0)

@@ -66,6 +66,7 @@ from torch_vdev.vdev.streams import (
 
 __all__ = [
     "OutOfMemoryError",
+    "can_device_access_peer",
     "default_generators",
     "get_amp_supported_dtype",
     "get_rng_state",
@@ -175,6 +176,20 @@ def init() -> None:
 def is_initialized() -> bool:
     """Whether vdev has been initialised in this process (see ``_lazy_init``)."""
     return _initialized and not _is_in_bad_fork()
+
+
+def can_device_access_peer(device: Any, peer_device: Any) -> bool:
+    """Whether ``device`` can reach ``peer_device``'s memory directly: true for any two vdev
+    devices (copies between them run on the devices' streams without the host)."""
+    count = _C._get_device_count()
+    for d in (device, peer_device):
+        index = _get_device_index(d, optional=False, fn="can_device_access_peer")
+        if not 0 <= index < count:
+            raise IndexError(
+                f"[can_device_access_peer] device index {index} out of range: {count} vdev "
+                f"devices (0..{count - 1})"
+            )
+    return True
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
