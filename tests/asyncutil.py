@@ -1,6 +1,7 @@
 """Deterministic helpers for asynchronous tests: gates hold a stream's worker until opened."""
 
 import contextlib
+import threading
 import time
 
 import torch
@@ -44,3 +45,23 @@ def wait_until_idle(stream: torch.Stream) -> None:
     while not rt.stream_query(*sid(stream)):
         assert time.monotonic() < deadline, "the stream's queued work never completed"
         time.sleep(0.0005)
+
+
+def run_bounded(fn, timeout: float = 60.0) -> bool:
+    """Runs fn on a thread; returns whether it finished. A call that synchronizes behind a closed
+    gate would never finish: the bound turns that hang into a failure (not a timing assertion)."""
+    done = threading.Event()
+    errors = []
+
+    def body():
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+        done.set()
+
+    threading.Thread(target=body, daemon=True).start()
+    finished = done.wait(timeout)
+    if errors:
+        raise errors[0]
+    return finished

@@ -6,38 +6,16 @@ state; an unsupported dtype warns and disables autocast, as torch.autocast does 
 backend; the weight cast cache casts a leaf weight once per region; autocast inside activation
 checkpointing recomputes in the same dtypes; and autocast never synchronizes."""
 
-import threading
 from collections import Counter
 
 import pytest
 import torch
-from asyncutil import gated, sid, wait_until_blocked
+from asyncutil import gated, run_bounded, sid, wait_until_blocked
 from torch.testing._internal.autocast_test_lists import AutocastTestLists, TestAutocast
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.checkpoint import checkpoint
 
 from torch_vdev import _testing as rt
-
-
-def run_bounded(fn, timeout=60.0):
-    """Runs fn on a thread; returns whether it finished. A call that synchronizes behind a closed
-    gate would never finish: the bound turns that hang into a failure (not a timing assertion)."""
-    done = threading.Event()
-    errors = []
-
-    def body():
-        try:
-            fn()
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-        done.set()
-
-    threading.Thread(target=body, daemon=True).start()
-    finished = done.wait(timeout)
-    if errors:
-        raise errors[0]
-    return finished
-
 
 # How PyTorch's test/test_cuda.py runs each list (test_autocast_<list>): the dtype the operator
 # must run as, and the keyword arguments it passes to TestAutocast._run_autocast_outofplace.

@@ -6,35 +6,13 @@ on the current stream like any operator (only step() reads found_inf on the host
 synchronizes too), and the two AMP kernels compute what CPU computes."""
 
 import math
-import threading
 
 import pytest
 import torch
 import torch.nn.functional as F
-from asyncutil import gated, sid, wait_until_blocked
+from asyncutil import gated, run_bounded, sid, wait_until_blocked
 
 from torch_vdev import _testing as rt
-
-
-def run_bounded(fn, timeout=60.0):
-    """Runs fn on a thread; returns whether it finished. A call that synchronizes behind a closed
-    gate would never finish: the bound turns that hang into a failure (not a timing assertion)."""
-    done = threading.Event()
-    errors = []
-
-    def body():
-        try:
-            fn()
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-        done.set()
-
-    threading.Thread(target=body, daemon=True).start()
-    finished = done.wait(timeout)
-    if errors:
-        raise errors[0]
-    return finished
-
 
 INJECT = {
     "inf": lambda g: g.mul_(float("inf")),  # every element non-finite (0 * inf is NaN)

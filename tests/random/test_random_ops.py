@@ -1,38 +1,16 @@
 """Random operators on vdev: queued like every operator, values a function of (seed, offset, shape)
 only, CPU's distributions, and never the CPU generator."""
 
-import threading
-
 import pytest
 import torch
 import torch.nn.functional as F
-from asyncutil import gated, sid, wait_until_blocked
+from asyncutil import gated, run_bounded, sid, wait_until_blocked
 from hypothesis import given
 from hypothesis import strategies as st
 
 from torch_vdev import _testing as rt
 
 N = 100_000
-
-
-def run_bounded(fn, timeout=60.0):
-    """Runs fn on a thread; returns whether it finished. A call that synchronizes behind a closed
-    gate would never finish: the bound turns that hang into a failure (not a timing assertion)."""
-    done = threading.Event()
-    errors = []
-
-    def body():
-        try:
-            fn()
-        except BaseException as e:  # noqa: BLE001
-            errors.append(e)
-        done.set()
-
-    threading.Thread(target=body, daemon=True).start()
-    finished = done.wait(timeout)
-    if errors:
-        raise errors[0]
-    return finished
 
 
 # Every random operator a training script meets, each queued on the current stream.
