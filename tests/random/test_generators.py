@@ -258,3 +258,22 @@ def test_concurrent_draws_each_reserve_their_own_offsets():
     serial = {tuple(torch.rand(2, device="vdev", generator=g).cpu().tolist())
               for _ in range(threads * per_thread)}  # fmt: skip
     assert values == serial  # the same ranges, whatever the order they were taken in
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: torch.vdev.get_rng_state(5),
+        lambda: torch.vdev.set_rng_state(torch.vdev.get_rng_state(0), "vdev:3"),
+        lambda: torch.vdev.get_rng_state(-1),
+    ],
+)
+def test_a_device_out_of_range_is_a_clear_error(call):
+    before = torch.vdev.get_rng_state_all()
+    with pytest.raises(
+        IndexError, match=r"device index -?\d out of range: 2 vdev devices \(0..1\)"
+    ):
+        call()
+    assert all(
+        torch.equal(a, b) for a, b in zip(before, torch.vdev.get_rng_state_all(), strict=True)
+    )

@@ -53,7 +53,14 @@ def _default_generators() -> tuple[torch.Generator, ...]:
 
 
 def _generator(device: Any, fn: str) -> torch.Generator:
-    return _default_generators()[_get_device_index(device, optional=True, fn=fn)]
+    gens = _default_generators()
+    index = _get_device_index(device, optional=True, fn=fn)
+    if not 0 <= index < len(gens):
+        raise IndexError(
+            f"[{fn}] device index {index} out of range: {len(gens)} vdev devices "
+            f"(0..{len(gens) - 1})"
+        )
+    return gens[index]
 
 
 def get_rng_state(device: Any = "vdev") -> torch.Tensor:
