@@ -7,10 +7,11 @@
 #include <c10/util/Exception.h>
 
 #include <cstring>
-#include <deque>
 #include <mutex>
+#include <vector>
 
 #include "backend/common/stream_lookup.h"
+#include "runtime/device.h"
 
 namespace vdev::backend {
 namespace {
@@ -132,18 +133,15 @@ VdevGeneratorImpl* VdevGeneratorImpl::clone_impl() const {
 const at::Generator& default_generator(c10::DeviceIndex device) {
   const c10::DeviceIndex index =
       checked_device_index(c10::Device(VdevGeneratorImpl::device_type(), device), "generator");
-  // Leaked: ATen hands out references to default generators until the process exits. A deque
-  // never moves its elements, so references stay valid while later devices are added.
-  static std::mutex mu;
-  static auto* generators = new std::deque<std::optional<at::Generator>>;
-  std::lock_guard<std::mutex> lock(mu);
-  if (generators->size() <= static_cast<std::size_t>(index)) generators->resize(index + 1);
-  std::optional<at::Generator>& slot = (*generators)[index];
-  if (!slot) {
-    slot = at::make_generator<VdevGeneratorImpl>(
-        index, c10::make_intrusive<PhiloxState>(c10::default_rng_seed_val));
-  }
-  return *slot;
+  // Made once for every device (the device count is fixed for the process; a valid index above
+  // means it is known) and leaked: ATen hands out references to them until the process exits.
+  static const std::vector<at::Generator>* const generators = [] {
+    auto* all = new std::vector<at::Generator>;
+    const int count = vdev::rt::device_count();
+    for (int i = 0; i < count; ++i) all->push_back(new_generator(static_cast<c10::DeviceIndex>(i)));
+    return all;
+  }();
+  return (*generators)[static_cast<std::size_t>(index)];
 }
 
 at::Generator new_generator(c10::DeviceIndex device) {
