@@ -26,6 +26,18 @@ QUEUED = {
     "poisson": lambda x: torch.poisson(x.abs()),
     "rrelu": lambda x: F.rrelu(x, training=True),
     "exponential_": lambda x: torch.empty(8, device="vdev").exponential_(),
+    "uniform_": lambda x: torch.empty(8, device="vdev").uniform_(-1, 1),
+    "bernoulli_": lambda x: torch.empty(8, device="vdev").bernoulli_(0.3),
+    "random_": lambda x: torch.empty(8, device="vdev", dtype=torch.int64).random_(),
+    "random_.to": lambda x: torch.empty(8, device="vdev").random_(7),
+    "random_.from": lambda x: torch.empty(8, device="vdev", dtype=torch.int8).random_(-3, 3),
+    "random_ full range": lambda x: torch.empty(8, device="vdev", dtype=torch.int64).random_(
+        -(2**63), None
+    ),
+    "geometric_": lambda x: torch.empty(8, device="vdev").geometric_(0.3),
+    "log_normal_": lambda x: torch.empty(8, device="vdev").log_normal_(),
+    "cauchy_": lambda x: torch.empty(8, device="vdev").cauchy_(),
+    "randn complex": lambda x: torch.randn(8, device="vdev", dtype=torch.cfloat),
 }
 
 
@@ -75,6 +87,41 @@ def test_random_operators_never_consume_the_cpu_generator():
     F.scaled_dot_product_attention(*(torch.randn(1, 2, 4, 8, device="vdev"),) * 3, dropout_p=0.5)
     torch.vdev.synchronize()
     assert torch.equal(torch.get_rng_state(), before)
+
+
+# Calls CPU (and CUDA) reject, from ATen's argument checks and from CPU's kernels' dtype checks.
+REJECTED = {
+    "uniform_ from > to": lambda d: torch.empty(4, device=d).uniform_(2, 1),
+    "uniform_ on int": lambda d: torch.empty(4, device=d, dtype=torch.int32).uniform_(),
+    "normal_ std < 0": lambda d: torch.empty(4, device=d).normal_(0, -1),
+    "normal_ on int": lambda d: torch.empty(4, device=d, dtype=torch.int32).normal_(),
+    "normal_ overlapping": lambda d: torch.empty(2, device=d).expand(3, 2).normal_(),
+    "bernoulli_ p > 1": lambda d: torch.empty(4, device=d).bernoulli_(1.5),
+    "random_ from >= to": lambda d: torch.empty(4, device=d).random_(5, 5),
+    "random_ to - 1 out of bounds": lambda d: torch.empty(4, device=d, dtype=torch.bool).random_(3),
+    "random_ full range on half": lambda d: torch.empty(4, device=d, dtype=torch.half).random_(
+        -(2**63), None
+    ),
+    "exponential_ lambda <= 0": lambda d: torch.empty(4, device=d).exponential_(-1),
+    "exponential_ on int": lambda d: torch.empty(4, device=d, dtype=torch.int32).exponential_(),
+    "geometric_ p = 0": lambda d: torch.empty(4, device=d).geometric_(0),
+    "log_normal_ std = 0": lambda d: torch.empty(4, device=d).log_normal_(0, 0),
+    "log_normal_ on int": lambda d: torch.empty(4, device=d, dtype=torch.int32).log_normal_(),
+    "cauchy_ on int": lambda d: torch.empty(4, device=d, dtype=torch.int32).cauchy_(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REJECTED))
+def test_a_rejected_call_raises_cpus_error_at_the_call_and_draws_nothing(name):
+    with pytest.raises(Exception) as on_cpu:
+        REJECTED[name]("cpu")
+    gen = torch.vdev.default_generators[0]
+    offset = gen.get_offset()
+    with pytest.raises(type(on_cpu.value)) as on_vdev:
+        REJECTED[name]("vdev")
+    assert str(on_vdev.value) == str(on_cpu.value)
+    assert gen.get_offset() == offset  # no draw reserved
+    torch.vdev.synchronize()  # and nothing failed later on the stream
 
 
 def test_values_do_not_depend_on_the_stream():

@@ -26,7 +26,7 @@ at::Tensor cpu_alias(const at::Tensor& t) {
   return host_view_of(vdev::rt::kernel_address(t.data_ptr()), t);
 }
 
-AliasSpec AliasSpec::of(const at::Tensor& t) {
+AliasSpec AliasSpec::of(const at::TensorBase& t) {
   TORCH_CHECK(t.device().type() == c10::DeviceType::PrivateUse1,
               "AliasSpec expects a vdev tensor, got one on ", t.device());
   AliasSpec s;

@@ -25,7 +25,7 @@ struct AliasSpec {
   c10::ScalarType dtype = c10::ScalarType::Undefined;
   bool conj = false, neg = false;
 
-  static AliasSpec of(const at::Tensor& vdev_tensor);
+  static AliasSpec of(const at::TensorBase& vdev_tensor);
   at::Tensor make() const;
 };
 

@@ -20,6 +20,11 @@ uint64_t splitmix64(uint64_t& x) {
 }  // namespace
 
 at::Generator cpu_generator_for(const RandomDraw& draw) {
+  // One generator and one engine per thread, refilled for each operator: constructing either
+  // seeds a whole Mersenne Twister state (624 steps), which cost more than a small operator.
+  thread_local const at::Generator gen = at::make_generator<at::CPUGeneratorImpl>();
+  thread_local at::mt19937 engine;
+
   // The operator's key: Philox4x32-10 at counter block offset / 4 of the generator's seed, so
   // distinct (seed, offset) pairs get unrelated keys.
   at::Philox4_32 philox(draw.seed, /*subsequence=*/draw.offset / kOffsetPerDraw, /*offset=*/0);
@@ -28,7 +33,9 @@ at::Generator cpu_generator_for(const RandomDraw& draw) {
   at::mt19937_data_pod pod{};
   pod.seed_ = draw.seed;
   pod.seeded_ = true;
-  pod.left_ = 1;  // the first draw regenerates the state, as after mt19937's own seeding
+  // The filled words are drawn as they are (tempered) before the first twist: they are already
+  // uniform and independent, so twisting first would only cost time.
+  pod.left_ = static_cast<int>(pod.state_.size());
   pod.next_ = 0;
   for (std::size_t i = 0; i < pod.state_.size(); i += 2) {
     const uint64_t z = splitmix64(key);
@@ -36,10 +43,12 @@ at::Generator cpu_generator_for(const RandomDraw& draw) {
     pod.state_[i + 1] = static_cast<uint32_t>(z >> 32);
   }
   pod.state_[0] |= 0x80000000u;  // never the all-zero state, as the reference init_by_array does
-  at::mt19937 engine;
   engine.set_data(pod);
-  at::Generator gen = at::make_generator<at::CPUGeneratorImpl>(draw.seed);
-  static_cast<at::CPUGeneratorImpl*>(gen.unsafeGetGeneratorImpl())->set_engine(engine);
+  auto* impl = static_cast<at::CPUGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
+  impl->set_engine(engine);
+  // Box-Muller keeps a second sample for the next call: it belongs to the previous operator.
+  impl->set_next_float_normal_sample(std::nullopt);
+  impl->set_next_double_normal_sample(std::nullopt);
   return gen;
 }
 

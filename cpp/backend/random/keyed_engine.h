@@ -8,7 +8,8 @@
 // operators' streams would collide after about 2^16 draws; 624 Philox words give every (seed,
 // offset) pair its own full state.
 //
-// Thread rules: stateless; the returned generator belongs to the caller (one operator, one thread).
+// Thread rules: the returned generator is the calling thread's own and the next call on that thread
+// refills it: use it for one operator, on the calling thread, and do not keep it.
 #pragma once
 
 #include <ATen/core/Generator.h>
