@@ -17,6 +17,7 @@
 #include "backend/common/cpu_view.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
+#include "backend/ops/device_rules.h"
 
 namespace vdev::backend {
 namespace {
@@ -37,8 +38,10 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias_opt, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
                             at::IntArrayRef output_padding, int64_t groups) {
-  const c10::DeviceGuard guard(input.device());
   const at::Tensor bias = bias_opt.value_or(at::Tensor());
+  check_same_device("wrapper_PrivateUse1__convolution_overrideable",
+                    {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
+  const c10::DeviceGuard guard(input.device());
   const at::Tensor shape =
       at::convolution(meta_like(input), meta_like(weight),
                       bias.defined() ? std::optional<at::Tensor>(meta_like(bias)) : std::nullopt,
@@ -61,6 +64,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
     at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
     at::IntArrayRef output_padding, int64_t groups, std::array<bool, 3> output_mask) {
+  check_same_device("wrapper_PrivateUse1__convolution_backward_overrideable",
+                    {{"grad_output", &grad_output}, {"input", &input}, {"weight", &weight}});
   const c10::DeviceGuard guard(input.device());
   const int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
   at::Tensor grad_input, grad_weight, grad_bias;

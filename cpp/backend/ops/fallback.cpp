@@ -20,49 +20,12 @@
 #include "backend/common/stream_lookup.h"
 #include "backend/executor/enqueue.h"
 #include "backend/executor/launch_plan.h"
+#include "backend/ops/device_rules.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
 
 namespace vdev::backend {
 namespace {
-
-constexpr auto kVdev = c10::DeviceType::PrivateUse1;
-
-void note_device(const c10::OperatorHandle& op, std::optional<c10::Device>& found, c10::Device d) {
-  if (d.type() != kVdev) return;
-  if (!found) {
-    found = d;
-    return;
-  }
-  TORCH_CHECK(!d.has_index() || !found->has_index() || *found == d,
-              "Expected all tensors to be on the same device, but found at least two devices, ",
-              *found, " and ", d, "! (when checking arguments of ", op.schema().operator_name(),
-              ")");
-}
-
-std::optional<c10::Device> vdev_device_of_arguments(const c10::OperatorHandle& op,
-                                                    const torch::jit::Stack& stack) {
-  const std::size_t n = op.schema().arguments().size();
-  std::optional<c10::Device> found;
-  for (std::size_t i = stack.size() - n; i < stack.size(); ++i) {
-    const c10::IValue& v = stack[i];
-    if (v.isTensor()) {
-      const at::Tensor& t = v.toTensor();
-      if (t.defined()) note_device(op, found, t.device());
-    } else if (v.isTensorList()) {
-      for (const at::Tensor& t : v.toTensorList().vec()) {
-        if (t.defined()) note_device(op, found, t.device());
-      }
-    } else if (v.isOptionalTensorList()) {
-      for (const auto& t : v.toOptionalTensorList().vec()) {
-        if (t.has_value() && t->defined()) note_device(op, found, t->device());
-      }
-    } else if (v.isDevice()) {
-      note_device(op, found, v.toDevice());
-    }
-  }
-  return found;
-}
 
 // A random operator that runs synchronously draws as a queued one does: its Generator argument
 // becomes a CPU engine keyed by a draw from the device's generator (backend/random/).
@@ -79,7 +42,7 @@ void key_generator_argument(const c10::OperatorHandle& op, torch::jit::Stack* st
 }
 
 void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const std::optional<c10::Device> device = vdev_device_of_arguments(op, *stack);
+  const std::optional<c10::Device> device = check_operator_devices(op, *stack);
   const c10::OptionalDeviceGuard guard(device);
   if (device && device->has_index() && try_enqueue_operator(op, stack, *device)) return;
   key_generator_argument(op, stack, device);
