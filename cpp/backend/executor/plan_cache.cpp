@@ -31,7 +31,9 @@ void put_tensor(std::string& k, const at::Tensor& t) {
   }
   put(k, static_cast<int8_t>(t.device().type()));  // vdev, cpu, or another (then declined)
   put(k, static_cast<int8_t>(t.scalar_type()));
-  put(k, static_cast<int8_t>((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0)));
+  // A wrapped number (a Python scalar) takes part in type promotion below a 0-dim tensor.
+  put(k, static_cast<int8_t>((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0) |
+                             (t.unsafeGetTensorImpl()->is_wrapped_number() ? 4 : 0)));
   put(k, static_cast<int32_t>(t.dim()));
   for (int64_t s : t.sizes()) put(k, s);
   for (int64_t s : t.strides()) put(k, s);

@@ -6,6 +6,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -34,6 +35,19 @@ at::Tensor meta_like(const at::Tensor& t) {
 
 at::Tensor alias_or_undefined(const at::Tensor& t) { return t.defined() ? cpu_alias(t) : t; }
 
+// The memory format CUDA gives a convolution's output and gradients
+// (cudnn_conv_suggest_memory_format in aten/src/ATen/native/ConvUtils.h; CPU's
+// mkldnn_conv_use_channels_last agrees): channels-last when the input or the weight is.
+at::MemoryFormat conv_memory_format(const at::Tensor& input, const at::Tensor& weight) {
+  const at::MemoryFormat in = input.suggest_memory_format();
+  const at::MemoryFormat w = weight.suggest_memory_format();
+  for (const at::MemoryFormat f :
+       {at::MemoryFormat::ChannelsLast, at::MemoryFormat::ChannelsLast3d}) {
+    if (in == f || w == f) return f;
+  }
+  return at::MemoryFormat::Contiguous;
+}
+
 at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias_opt, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
@@ -46,7 +60,8 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
       at::convolution(meta_like(input), meta_like(weight),
                       bias.defined() ? std::optional<at::Tensor>(meta_like(bias)) : std::nullopt,
                       stride, padding, dilation, transposed, output_padding, groups);
-  at::Tensor out = at::empty_strided(shape.sizes(), shape.strides(), input.options());
+  at::Tensor out =
+      at::empty(shape.sizes(), input.options().memory_format(conv_memory_format(input, weight)));
   ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
                output_padding.vec(), transposed,    groups};
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
@@ -68,12 +83,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
                     {{"grad_output", &grad_output}, {"input", &input}, {"weight", &weight}});
   const c10::DeviceGuard guard(input.device());
   const int64_t bias_size = transposed ? weight.size(1) * groups : weight.size(0);
+  const at::MemoryFormat format = conv_memory_format(input, weight);
   at::Tensor grad_input, grad_weight, grad_bias;
-  if (output_mask[0])
-    grad_input = at::empty_strided(input.sizes(), input.strides(), input.options());
-  if (output_mask[1]) {
-    grad_weight = at::empty_strided(weight.sizes(), weight.strides(), weight.options());
-  }
+  if (output_mask[0]) grad_input = at::empty(input.sizes(), input.options().memory_format(format));
+  if (output_mask[1])
+    grad_weight = at::empty(weight.sizes(), weight.options().memory_format(format));
   if (output_mask[2]) grad_bias = at::empty_strided({bias_size}, {1}, weight.options());
   ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
                output_padding.vec(), transposed,    groups};

@@ -21,6 +21,7 @@
 #include "backend/executor/enqueue.h"
 #include "backend/executor/launch_plan.h"
 #include "backend/ops/device_rules.h"
+#include "backend/ops/empty_inputs.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
 
@@ -43,6 +44,7 @@ void key_generator_argument(const c10::OperatorHandle& op, torch::jit::Stack* st
 
 void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::optional<c10::Device> device = check_operator_devices(op, *stack);
+  check_like_cpu_when_inputs_are_empty(op, *stack);
   const c10::OptionalDeviceGuard guard(device);
   if (device && device->has_index() && try_enqueue_operator(op, stack, *device)) return;
   key_generator_argument(op, stack, device);

@@ -1,0 +1,74 @@
+"""Queued operators behave as the functional operator on CPU: the same checks on empty inputs, the
+memory format CPU and CUDA keep, and launch plans keyed by everything that changes a result."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+EMPTY = {
+    "max()": lambda d: torch.zeros(0, device=d).max(),
+    "min()": lambda d: torch.zeros(0, device=d).min(),
+    "mode over an empty dim": lambda d: torch.zeros(0, 3, device=d).mode(0),
+    "argmax()": lambda d: torch.zeros(0, device=d).argmax(),
+    "kthvalue": lambda d: torch.zeros(0, device=d).kthvalue(1),
+    "max over an empty dim": lambda d: torch.zeros(0, 3, device=d).max(0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY))
+def test_an_empty_reduction_raises_cpus_error_at_the_call(name):
+    with pytest.raises(Exception) as on_cpu:
+        EMPTY[name]("cpu")
+    with pytest.raises(type(on_cpu.value)) as on_vdev:
+        EMPTY[name]("vdev")
+    assert str(on_vdev.value) == str(on_cpu.value)
+    torch.vdev.synchronize()  # nothing left to fail on the stream
+
+
+def test_empty_inputs_that_cpu_accepts_still_compute():
+    for d in ("cpu", "vdev"):
+        x = torch.zeros(0, 3, device=d)
+        got = [x.sum(), x.max(1).values, x.amax(1), x.mean(0), torch.cat([x, x])]
+        if d == "cpu":
+            ref = got
+        else:
+            for a, b in zip(got, ref, strict=True):
+                assert a.device.type == "vdev" and a.shape == b.shape
+                torch.testing.assert_close(a.cpu(), b, equal_nan=True)
+
+
+CL, CL3 = torch.channels_last, torch.channels_last_3d
+
+
+@pytest.mark.parametrize(
+    "dims, fmt, which",
+    [(2, CL, "input"), (2, CL, "weight"), (3, CL3, "input"), (2, CL, "neither")],
+)
+def test_a_convolution_keeps_the_memory_format_cpu_keeps(dims, fmt, which):
+    torch.manual_seed(0)
+    shape = (2, 3) + (6,) * dims
+    x, w = torch.randn(shape), torch.randn((4, 3) + (3,) * dims)
+    if which == "input":
+        x = x.to(memory_format=fmt)
+    elif which == "weight":
+        w = w.to(memory_format=fmt)
+    conv = F.conv2d if dims == 2 else F.conv3d
+    results = {}
+    for d in ("cpu", "vdev"):
+        xd = x.to(d).requires_grad_()
+        wd = w.to(d).requires_grad_()
+        y = conv(xd, wd)
+        (gx, gw) = torch.autograd.grad(y, (xd, wd), torch.ones_like(y))
+        results[d] = (y, gx, gw)
+    for cpu_t, vdev_t in zip(results["cpu"], results["vdev"], strict=True):
+        assert vdev_t.stride() == cpu_t.stride()
+        torch.testing.assert_close(vdev_t.cpu(), cpu_t, rtol=1e-4, atol=1e-4)
+
+
+def test_a_python_scalar_and_a_0_dim_tensor_promote_differently_in_one_program():
+    # Same sizes, strides and dtypes: only the wrapped-number flag tells these calls apart.
+    for d in ("cpu", "vdev"):
+        x = torch.tensor(1.5, device=d)
+        calls = [x + 2.5, x + torch.tensor(2.5, dtype=torch.float64), x + 2.5]
+        assert [t.dtype for t in calls] == [torch.float32, torch.float64, torch.float32]
+        assert all(t.device.type == d for t in calls)
