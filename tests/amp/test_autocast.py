@@ -67,21 +67,6 @@ with torch.random.fork_rng(devices=[]):
     NAMES = AutocastTestLists("cpu")
 
 
-# Known gap (issue 11, "every torch.nn module CPU runs"): for a PrivateUse1 input ATen's RNN cells
-# (aten/src/ATen/native/RNN.cpp, use_thnn_fused_cell: is_cuda() || is_xpu() || is_privateuseone())
-# call _thnn_fused_lstm_cell / _thnn_fused_gru_cell, which have CUDA kernels only, so the CPU
-# kernel the vdev fallback runs does not exist. nn.LSTM / nn.GRU / LSTMCell / GRUCell fail on vdev
-# with or without autocast. strict: the test fails once vdev has those kernels.
-FUSED_RNN_CELLS = {
-    op: pytest.mark.xfail(
-        strict=True,
-        raises=(RuntimeError, NotImplementedError),
-        reason=f"aten::_thnn_fused_{op} has no kernel for vdev yet (issue 11)",
-    )
-    for op in ("lstm_cell", "gru_cell")
-}
-
-
 def _cases():
     """One pytest param per (list, entry, run dtype), named by operator."""
     params = []
@@ -95,8 +80,6 @@ def _cases():
             seen[op] += 1
             for run_as, _ in runs:
                 marks = [pytest.mark.skip(reason=skip)] if skip else []
-                if op in FUSED_RNN_CELLS:
-                    marks.append(FUSED_RNN_CELLS[op])
                 params.append(
                     pytest.param(
                         list_name,
