@@ -1,0 +1,50 @@
+"""Every torch.nn module of PyTorch's module database (ModuleInfo module_db) against CPU: outputs,
+input and parameter gradients and buffers, in training and in evaluation mode
+(module_sweep.py). Two inputs per module and mode by default; VDEV_MODULES_FULL=1 runs every
+input. Modules that fail are listed with their reason in module_expected_failures.txt; the test
+fails for a failure that is not listed and for a listed module that now passes."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SAMPLES = 1_000_000 if os.environ.get("VDEV_MODULES_FULL") == "1" else 2
+
+
+def expected_failures(dtype: str) -> dict[str, str]:
+    out = {}
+    for line in (HERE / "module_expected_failures.txt").read_text().splitlines():
+        body, _, reason = line.partition("#")
+        if not body.strip():
+            continue
+        dt, module = body.split()
+        assert reason.strip(), f"expected failure without a reason: {line!r}"
+        if dt in ("*", dtype):
+            out[module] = reason.strip()
+    return out
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_every_module_matches_cpu(dtype):
+    r = subprocess.run(
+        [sys.executable, str(HERE / "module_sweep.py"), dtype, str(SAMPLES)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert r.returncode == 0, f"the sweep crashed (exit {r.returncode}):\n{r.stderr[-3000:]}"
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) >= 100, r.stderr[-2000:]
+    failing = {row["module"]: row["msg"] for row in rows if row["status"] == "fail"}
+    expected = expected_failures(dtype)
+    unexpected = {m: msg for m, msg in failing.items() if m not in expected}
+    assert not unexpected, "unexpected failures:\n" + "\n".join(
+        f"  {m}: {msg}" for m, msg in sorted(unexpected.items())
+    )
+    fixed = sorted(m for m in expected if m not in failing)
+    assert not fixed, f"now passing, remove from module_expected_failures.txt: {fixed}"
