@@ -27,6 +27,11 @@ struct AliasSpec {
 
   static AliasSpec of(const at::TensorBase& vdev_tensor);
   at::Tensor make() const;
+  // The same bytes seen the same way (address, sizes, strides, dtype, conj/neg bits).
+  bool same_view(const AliasSpec& o) const {
+    return data == o.data && dtype == o.dtype && conj == o.conj && neg == o.neg &&
+           sizes == o.sizes && strides == o.strides;
+  }
 };
 
 // A non-owning CPU view of a host tensor's bytes (same sizes, strides, conj/neg bits) that shares

@@ -19,6 +19,7 @@
 // or write (never Storages, backend/memory/retained_memory.h), so no pinned block is reused while a
 // copy that uses it is pending; device blocks are ordered by the caching allocator's stream
 // semantics.
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <c10/core/DeviceGuard.h>
@@ -160,6 +161,11 @@ at::Tensor vdev_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
   TORCH_CHECK(dst_vdev || dst.device().is_cpu(), "vdev: cannot copy from ", self.device(), " to ",
               dst.device(), ": only cpu <-> vdev and vdev <-> vdev copies are supported");
   if (dst.numel() == 0) return dst;
+  // The overlap checks of the TensorIterator CPU and CUDA copies build (copy_impl in
+  // aten/src/ATen/native/Copy.cpp), which copy_ skips for a device it hands to _copy_from. The
+  // copies that write their own source unchanged (the same tensor or view) returned before.
+  at::assert_no_internal_overlap(dst);
+  if (src_vdev && dst_vdev) at::assert_no_partial_overlap(dst, self);
   if (src_vdev && dst_vdev) {
     copy_device_to_device(self, dst);
   } else if (dst_vdev) {

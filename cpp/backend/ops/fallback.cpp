@@ -20,6 +20,7 @@
 #include "backend/common/stream_lookup.h"
 #include "backend/executor/enqueue.h"
 #include "backend/executor/launch_plan.h"
+#include "backend/ops/aliased_call.h"
 #include "backend/ops/device_rules.h"
 #include "backend/ops/empty_inputs.h"
 #include "backend/random/generator.h"
@@ -46,8 +47,15 @@ void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   const std::optional<c10::Device> device = check_operator_devices(op, *stack);
   check_like_cpu_when_inputs_are_empty(op, *stack);
   const c10::OptionalDeviceGuard guard(device);
-  if (device && device->has_index() && try_enqueue_operator(op, stack, *device)) return;
+  const bool overlapping = device && device->has_index() && written_arguments_overlap(op, *stack);
+  if (!overlapping && device && device->has_index() && try_enqueue_operator(op, stack, *device)) {
+    return;
+  }
   key_generator_argument(op, stack, device);
+  if (overlapping) {
+    run_on_shared_aliases(op, stack, *device);
+    return;
+  }
   // Synchronous path: computes on the calling thread, so first wait for queued work.
   if (device) sync_current_stream(*device);
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);

@@ -1,0 +1,119 @@
+#include "backend/ops/aliased_call.h"
+
+#include <ATen/MemoryOverlap.h>
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
+#include <c10/util/SmallVector.h>
+
+#include <optional>
+#include <unordered_map>
+
+#include "backend/common/stream_lookup.h"
+#include "backend/executor/tensor_args.h"
+#include "runtime/memory.h"
+
+namespace vdev::backend {
+namespace {
+
+bool is_written(const c10::Argument& a) {
+  return a.alias_info() != nullptr && a.alias_info()->isWrite();
+}
+
+// The argument a result aliases (an in-place or out= result), by the schema's alias sets.
+std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& schema,
+                                            const c10::Argument& ret) {
+  if (ret.alias_info() == nullptr) return std::nullopt;
+  const auto& args = schema.arguments();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i].alias_info() != nullptr &&
+        args[i].alias_info()->beforeSets() == ret.alias_info()->beforeSets()) {
+      return i;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  const auto& args = op.schema().arguments();
+  const std::size_t first = stack.size() - args.size();
+  struct Arg {
+    at::Tensor t;
+    bool written;
+  };
+  c10::SmallVector<Arg, 8> tensors;
+  bool any_written = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool written = is_written(args[i]);
+    map_tensors(stack[first + i], [&](const at::Tensor& t) {
+      if (is_vdev_tensor(t) && t.numel() > 0) tensors.push_back({t, written});
+      return t;
+    });
+    any_written = any_written || written;
+  }
+  if (!any_written) return false;
+  for (const Arg& w : tensors) {
+    if (!w.written) continue;
+    if (at::has_internal_overlap(w.t) == at::MemOverlap::Yes) return true;
+    for (const Arg& other : tensors) {
+      if (other.t.unsafeGetTensorImpl() == w.t.unsafeGetTensorImpl()) continue;
+      if (!w.t.storage().is_alias_of(other.t.storage())) continue;
+      if (at::get_overlap_status(w.t, other.t) != at::MemOverlapStatus::No) return true;
+    }
+  }
+  return false;
+}
+
+void run_on_shared_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                           c10::Device device) {
+  sync_current_stream(device);
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  const c10::FunctionSchema& schema = op.schema();
+  const std::size_t nargs = schema.arguments().size();
+  const std::size_t first = stack->size() - nargs;
+
+  // One non-owning, non-resizable CPU Storage over each vdev Storage's bytes.
+  std::unordered_map<const c10::StorageImpl*, c10::Storage> shared;
+  auto alias = [&](const at::Tensor& t) -> at::Tensor {
+    if (!is_vdev_tensor(t)) return t;
+    const c10::Storage& device_storage = t.storage();
+    auto [it, inserted] = shared.try_emplace(device_storage.unsafeGetStorageImpl());
+    if (inserted) {
+      void* base = vdev::rt::kernel_address(device_storage.data());
+      it->second = c10::Storage(c10::Storage::use_byte_size_t(), device_storage.nbytes(),
+                                at::DataPtr(base, c10::Device(c10::kCPU)), /*allocator=*/nullptr,
+                                /*resizable=*/false);
+    }
+    at::Tensor a = at::empty({0}, t.options().device(c10::kCPU));
+    a.set_(it->second, t.storage_offset(), t.sizes(), t.strides());
+    if (t.is_conj()) a._set_conj(true);
+    if (t.is_neg()) a._set_neg(true);
+    return a;
+  };
+  torch::jit::Stack cpu_stack;
+  cpu_stack.reserve(nargs);
+  for (std::size_t i = first; i < stack->size(); ++i) {
+    cpu_stack.push_back(map_tensors((*stack)[i], alias));
+  }
+  op.callBoxed(&cpu_stack);  // CPU's kernel, with CPU's checks
+
+  std::vector<c10::IValue> results;
+  results.reserve(schema.returns().size());
+  for (std::size_t r = 0; r < schema.returns().size(); ++r) {
+    if (auto arg = aliased_argument(schema, schema.returns()[r])) {
+      results.push_back((*stack)[first + *arg]);  // the written vdev argument itself
+      continue;
+    }
+    results.push_back(map_tensors(cpu_stack[r], [&](const at::Tensor& t) {
+      if (!t.defined()) return t;
+      return at::empty_strided(t.sizes(), t.strides(), t.options().device(device)).copy_(t);
+    }));
+  }
+  torch::jit::drop(*stack, nargs);
+  for (auto& v : results) stack->push_back(std::move(v));
+}
+
+}  // namespace vdev::backend

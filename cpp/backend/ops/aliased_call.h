@@ -1,0 +1,34 @@
+// Operators whose written arguments share memory with other arguments (or with themselves), run
+// as CPU runs them: synchronously, on CPU aliases that share one CPU Storage per vdev Storage.
+//
+// Why: a queued task makes an independent CPU alias per argument, so ATen's overlap checks
+// (MemoryOverlap.h: get_overlap_status compares Storages) cannot see that `neg(m, out=m.t())` or
+// `index_select(x, 0, i, out=x[:2])` write what they read, and the kernel computes garbage where
+// CPU and CUDA raise "unsupported operation: some elements of the input tensor and the written-to
+// tensor refer to a single memory location". With the Storage shared, CPU's own kernel performs
+// its own checks on the host, raising at the call, and computes correctly where overlap is legal.
+// Such calls are rare; an operator writing its own argument in place (the same TensorImpl) is not
+// one of them and stays queued: every in-place operator reaches vdev as its out= form with out
+// equal to self. Its task hands the kernel one CPU tensor for both (executor/operator_task.cpp), so
+// in-place semantics hold and a kernel that rejects out= equal to an input raises CPU's error, on
+// the stream (at the next synchronize) rather than at the call.
+//
+// Thread rules: runs on the dispatching thread; it waits for the device's current stream first.
+#pragma once
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/Device.h>
+
+namespace vdev::backend {
+
+// True when a written vdev argument overlaps another vdev argument (a different TensorImpl) or
+// itself (more than one element at one address).
+bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+
+// Runs the operator on CPU aliases sharing storage, after waiting for `device`'s current stream;
+// leaves its results on the stack as vdev tensors (written arguments themselves, other results
+// copied to `device`).
+void run_on_shared_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                           c10::Device device);
+
+}  // namespace vdev::backend
