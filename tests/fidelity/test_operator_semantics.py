@@ -72,3 +72,42 @@ def test_a_python_scalar_and_a_0_dim_tensor_promote_differently_in_one_program()
         calls = [x + 2.5, x + torch.tensor(2.5, dtype=torch.float64), x + 2.5]
         assert [t.dtype for t in calls] == [torch.float32, torch.float64, torch.float32]
         assert all(t.device.type == d for t in calls)
+
+
+BATCH_NORM = {
+    "evaluation float32": (False, torch.float32),
+    "evaluation bfloat16": (False, torch.bfloat16),
+    "training float16": (True, torch.float16),
+    "training bfloat16": (True, torch.bfloat16),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BATCH_NORM))
+def test_batch_norm_is_queued_and_returns_what_cpu_returns(name):
+    from asyncutil import gated, run_bounded, sid, wait_until_blocked
+
+    from torch_vdev import _testing as rt
+
+    training, dtype = BATCH_NORM[name]
+    torch.manual_seed(0)
+    x = torch.randn(4, 3, 5, 5).to(dtype)
+    stats = [torch.rand(3).to(dtype), torch.rand(3).to(dtype) + 1]
+    weight, bias = torch.rand(3).to(dtype), torch.rand(3).to(dtype)
+
+    def call(args, running):
+        return torch.ops.aten.native_batch_norm(*args, *running, training, 0.1, 1e-5)
+
+    args = [t.to("vdev") for t in (x, weight, bias)]  # copied before the gate closes
+    running = [s.to("vdev") for s in stats]
+    want = call((x, weight, bias), stats)  # updates `stats` in training mode
+    stream = torch.vdev.current_stream()
+    got = []
+    with gated(stream) as gate:
+        wait_until_blocked(gate)
+        assert run_bounded(lambda: got.append(call(args, running))), "batch norm synchronized"
+        assert not rt.stream_query(*sid(stream))
+    for g, w in zip(got[0], want, strict=True):
+        assert (g.shape, g.dtype, g.stride()) == (w.shape, w.dtype, w.stride())
+        torch.testing.assert_close(g.cpu(), w)
+    for g, w in zip(running, stats, strict=True):  # running statistics updated as on CPU
+        torch.testing.assert_close(g.cpu(), w)

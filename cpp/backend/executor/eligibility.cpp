@@ -27,41 +27,24 @@ bool is_tensor_list_type(const c10::TypePtr& type) {
 }
 
 // Operators whose meta kernel disagrees with their CPU kernel on output shapes (found by the
-// OpInfo sweep, tests/ops/test_opinfo.py): they run synchronously. Batch norm disagrees only in
-// evaluation mode (CPU returns empty save_mean/save_invstd, the meta kernel [C]) and for half and
-// bfloat16 inputs (CPU keeps the saved statistics in the input dtype, the meta kernel in float);
-// float32/float64 training, the path every training step takes, agrees and is queued.
-bool meta_disagrees_with_cpu(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
-                             std::size_t first) {
-  static const std::unordered_set<std::string> always = {
-      "aten::_native_batch_norm_legit_no_training",
-      "aten::_batch_norm_no_update",
+// OpInfo and module sweeps, tests/ops/test_opinfo.py, tests/fidelity/test_modules.py): they run
+// synchronously. (Batch norm also disagrees, about its saved statistics: its plans take CPU's
+// metadata instead, backend/executor/cpu_shaped_returns.h.)
+bool meta_disagrees_with_cpu(const c10::FunctionSchema& schema) {
+  static const std::unordered_set<std::string> ops = {
       "aten::_embedding_bag",
       "aten::_embedding_bag_forward_only",
-      // 1-d input, reduction none: the meta kernel says [1], CPU (and CUDA) return a 0-dim loss
-      // (found by the module sweep, tests/fidelity/test_modules.py).
+      // 1-d input, reduction none: the meta kernel says [1], CPU (and CUDA) return a 0-dim loss.
       "aten::multilabel_margin_loss_forward",
   };
-  static const std::unordered_set<std::string> training_only = {
-      "aten::native_batch_norm",
-      "aten::_native_batch_norm_legit",
-      "aten::_batch_norm_with_update",  // always training (no `training` argument)
-  };
-  if (always.count(schema.name()) != 0) return true;
-  if (training_only.count(schema.name()) == 0) return false;
-  const c10::IValue& input = stack[first];
-  if (!input.isTensor() || c10::isReducedFloatingType(input.toTensor().scalar_type())) return true;
-  const std::optional<int> training = schema.argumentIndexWithName("training");
-  if (!training) return false;
-  const c10::IValue& v = stack[first + static_cast<std::size_t>(*training)];
-  return !(v.isBool() && v.toBool());
+  return ops.count(schema.name()) != 0;
 }
 
 }  // namespace
 
 bool eligible(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
               std::size_t first) {
-  if (meta_disagrees_with_cpu(schema, stack, first)) return false;
+  if (meta_disagrees_with_cpu(schema)) return false;
   for (const c10::Argument& ret : schema.returns()) {
     const bool tensorish =
         base_kind(ret.type()) == c10::TypeKind::TensorType || is_tensor_list_type(ret.type());

@@ -2,6 +2,7 @@
 
 #include <ATen/ops/empty_strided.h>
 
+#include "backend/executor/cpu_shaped_returns.h"
 #include "backend/executor/eligibility.h"
 #include "backend/executor/out_variants.h"
 #include "backend/executor/tensor_args.h"
@@ -96,6 +97,8 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   auto plan = std::make_shared<LaunchPlan>();
   if (!eligible(schema, stack, first)) return plan;  // ok = false
   run_meta(op, stack, first, nargs, *plan);
+  if (plan->ok && returns_shaped_by_cpu(schema))
+    shape_returns_as_cpu(op, stack, first, nargs, *plan);
   const auto& rets = schema.returns();
   if (!plan->ok || plan->returns.size() != rets.size()) {
     plan->ok = false;
