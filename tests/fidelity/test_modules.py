@@ -11,22 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from expected_failures import expected_failures
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = 1_000_000 if os.environ.get("VDEV_MODULES_FULL") == "1" else 2
-
-
-def expected_failures(dtype: str) -> dict[str, str]:
-    out = {}
-    for line in (HERE / "module_expected_failures.txt").read_text().splitlines():
-        body, _, reason = line.partition("#")
-        if not body.strip():
-            continue
-        dt, module = body.split()
-        assert reason.strip(), f"expected failure without a reason: {line!r}"
-        if dt in ("*", dtype):
-            out[module] = reason.strip()
-    return out
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
@@ -41,7 +29,7 @@ def test_every_module_matches_cpu(dtype):
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     assert len(rows) >= 100, r.stderr[-2000:]
     failing = {row["module"]: row["msg"] for row in rows if row["status"] == "fail"}
-    expected = expected_failures(dtype)
+    expected = expected_failures(HERE / "module_expected_failures.txt", dtype)
     unexpected = {m: msg for m, msg in failing.items() if m not in expected}
     assert not unexpected, "unexpected failures:\n" + "\n".join(
         f"  {m}: {msg}" for m, msg in sorted(unexpected.items())

@@ -13,24 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from expected_failures import expected_failures
 
 HERE = Path(__file__).resolve().parent
 FULL = os.environ.get("VDEV_OPINFO_FULL") == "1"
 SAMPLES = {"float32": 3, "float64": 1, "int64": 1, "bool": 1, "bfloat16": 1, "complex64": 1}
-
-
-def expected_failures(dtype: str) -> dict[str, str]:
-    """Lines: `DTYPE OP  # reason`, where DTYPE may be `*` (every dtype)."""
-    out = {}
-    for line in (HERE / "opinfo_expected_failures.txt").read_text().splitlines():
-        body, _, reason = line.partition("#")
-        if not body.strip():
-            continue
-        dt, op = body.split()
-        assert reason.strip(), f"expected failure without a reason: {line!r}"
-        if dt in ("*", dtype):
-            out[op] = reason.strip()
-    return out
 
 
 @pytest.mark.parametrize("dtype", list(SAMPLES))
@@ -46,7 +33,7 @@ def test_operators_match_cpu(dtype):
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
     assert len(rows) > 100, r.stderr[-2000:]
     status = {row["op"]: row for row in rows}
-    expected = expected_failures(dtype)
+    expected = expected_failures(HERE / "opinfo_expected_failures.txt", dtype)
     failing = {op for op, row in status.items() if row["status"] == "fail"}
     unexpected = {op: status[op]["msg"] for op in failing - expected.keys()}
     assert not unexpected, "unexpected failures:\n" + "\n".join(

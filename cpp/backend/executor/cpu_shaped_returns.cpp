@@ -13,20 +13,6 @@
 #include "backend/executor/tensor_args.h"
 
 namespace vdev::backend {
-namespace {
-
-MetaTensor describe(const at::Tensor& t) {
-  MetaTensor m;
-  if (!t.defined()) return m;
-  m.defined = true;
-  m.sizes = t.sizes().vec();
-  m.strides = t.strides().vec();
-  m.dtype = t.scalar_type();
-  return m;
-}
-
-}  // namespace
-
 bool returns_shaped_by_cpu(const c10::FunctionSchema& schema) {
   static const std::unordered_set<std::string> ops = {
       "aten::native_batch_norm",

@@ -18,16 +18,6 @@ at::Tensor to_meta(const at::Tensor& t) {
   return m;
 }
 
-MetaTensor describe(const at::Tensor& t) {
-  MetaTensor m;
-  if (!t.defined()) return m;
-  m.defined = true;
-  m.sizes = t.sizes().vec();
-  m.strides = t.strides().vec();
-  m.dtype = t.scalar_type();
-  return m;
-}
-
 // Runs the operator on meta versions of its arguments and records its outputs' metadata in
 // `result` (result.ok: whether it worked and returned only tensors, tensor lists and None).
 void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
@@ -77,6 +67,16 @@ std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& s, const 
 }
 
 }  // namespace
+
+MetaTensor describe(const at::Tensor& t) {
+  MetaTensor m;
+  if (!t.defined()) return m;
+  m.defined = true;
+  m.sizes = t.sizes().vec();
+  m.strides = t.strides().vec();
+  m.dtype = t.scalar_type();
+  return m;
+}
 
 std::optional<std::size_t> generator_argument(const c10::FunctionSchema& schema) {
   const auto& args = schema.arguments();

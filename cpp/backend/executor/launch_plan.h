@@ -30,6 +30,9 @@ struct MetaTensor {
   c10::ScalarType dtype = c10::ScalarType::Undefined;
 };
 
+// The metadata of `t` (of any device).
+MetaTensor describe(const at::Tensor& t);
+
 // One return: a tensor, a list of tensors, or None.
 struct MetaReturn {
   enum Kind { Tensor, TensorList, None } kind = None;
