@@ -2,8 +2,10 @@
 // the requested device; fill_ and zero_, which every other factory ends in (torch.zeros,
 // torch.full, ...), are tasks on the current stream writing through a CPU alias of the device
 // bytes (backend/common/cpu_view.h).
+#include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/TensorFactories.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -27,6 +29,16 @@ void check_factory_options(c10::Device device, std::optional<c10::Layout> layout
               "] only CPU tensors can be pinned; pin_memory=True is invalid for a vdev tensor");
 }
 
+// As empty_cuda and empty_strided_cuda: with deterministic algorithms, new memory is filled (NaN,
+// or the largest integer) rather than left uninitialised.
+at::Tensor fill_if_deterministic(at::Tensor t) {
+  if (C10_UNLIKELY(at::globalContext().deterministicAlgorithms() &&
+                   at::globalContext().deterministicFillUninitializedMemory())) {
+    at::native::fill_empty_deterministic_(t);
+  }
+  return t;
+}
+
 at::Tensor vdev_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                       std::optional<c10::Layout> layout, std::optional<c10::Device> device_opt,
                       std::optional<bool> pin_memory,
@@ -34,8 +46,8 @@ at::Tensor vdev_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtyp
   const c10::Device device = c10::device_or_default(device_opt);
   check_factory_options(device, layout, pin_memory, "empty");
   const c10::DeviceGuard guard(device);  // validates the index; the allocator uses it
-  return at::detail::empty_generic(size, device_allocator(), kVdevKeys,
-                                   c10::dtype_or_default(dtype), memory_format);
+  return fill_if_deterministic(at::detail::empty_generic(
+      size, device_allocator(), kVdevKeys, c10::dtype_or_default(dtype), memory_format));
 }
 
 at::Tensor vdev_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -46,8 +58,8 @@ at::Tensor vdev_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   const c10::Device device = c10::device_or_default(device_opt);
   check_factory_options(device, layout, pin_memory, "empty_strided");
   const c10::DeviceGuard guard(device);
-  return at::detail::empty_strided_generic(size, stride, device_allocator(), kVdevKeys,
-                                           c10::dtype_or_default(dtype));
+  return fill_if_deterministic(at::detail::empty_strided_generic(
+      size, stride, device_allocator(), kVdevKeys, c10::dtype_or_default(dtype)));
 }
 
 at::Tensor& vdev_fill_(at::Tensor& self, const at::Scalar& value) {

@@ -1,8 +1,10 @@
 // resize_ and set_ for vdev tensors: metadata changes whose storage grows through the vdev
 // allocator on the tensor's own device (backend/memory/storage_resize.h), and Tensor.record_stream,
 // the other kernel that changes what the allocator knows about a tensor's memory.
+#include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/ResizeCommon.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -14,7 +16,15 @@ namespace {
 
 const at::Tensor& vdev_resize_(const at::Tensor& self, c10::SymIntArrayRef size,
                                std::optional<at::MemoryFormat> memory_format) {
-  return resize_vdev_tensor(self, C10_AS_INTARRAYREF_SLOW(size), memory_format);
+  const int64_t old_nbytes = static_cast<int64_t>(self.storage().nbytes());
+  resize_vdev_tensor(self, C10_AS_INTARRAYREF_SLOW(size), memory_format);
+  // As resize_cuda_: with deterministic algorithms, the grown part of the storage is filled (NaN,
+  // or the largest integer) rather than left uninitialised.
+  if (C10_UNLIKELY(at::globalContext().deterministicAlgorithms() &&
+                   at::globalContext().deterministicFillUninitializedMemory())) {
+    at::native::fill_resize_deterministic_(self, old_nbytes);
+  }
+  return self;
 }
 
 at::Tensor& vdev_set_storage_(at::Tensor& result, c10::Storage storage, int64_t storage_offset,
