@@ -77,4 +77,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
 }
 
+// The functional and in-place forms of structured operators (generated from native_functions.yaml,
+// tools/gen_device_checks.py). ATen's default for them on a backend without its own kernel, the
+// CompositeExplicitAutogradNonFunctional wrapper, runs the meta function on the device tensors and
+// allocates the outputs before any device check, so a CPU argument ends in an internal assert
+// ("structured kernels don't support multi-device outputs") instead of CUDA's error. Through this
+// kernel they get the device rules first, and the executor plans them like any other operator.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  static const char* const kStructuredDelegates[] = {
+#include "structured_delegates.inc"
+  };
+  for (const char* name : kStructuredDelegates) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+  }
+}
+
 }  // namespace vdev::backend
