@@ -120,7 +120,24 @@ def _strided_halves(d):
     return x
 
 
+def _cumsum_out_resized_within_its_storage(d):
+    a = arange(d, 10)
+    out = a[0:2]
+    with pytest.warns(UserWarning, match="was resized"):
+        torch.cumsum(a[0:4], 0, out=out)
+    assert out.shape == (4,)
+    return a
+
+
+def _sort_in_place_with_fresh_indices(d):
+    a = torch.tensor([3.0, 1, 2, 0, 5], device=d)
+    _, indices = torch.sort(a[0:4], out=(a[0:4], torch.empty(0, dtype=torch.long, device=d)))
+    return torch.cat([a, indices.to(a.dtype)])
+
+
 LEGAL = {
+    "out= resized within its storage": _cumsum_out_resized_within_its_storage,
+    "sort into its input with empty indices": _sort_in_place_with_fresh_indices,
     "in place on self with self": _inplace_square,
     "out= equal to the inputs": _add_out_self,
     "views of views": _views_of_views,

@@ -175,3 +175,21 @@ def test_a_convolution_backward_across_two_devices_raises():
         torch.ops.aten.convolution_backward(
             grad, x, w, [1], [1, 1], [0, 0], [1, 1], False, [0, 0], 1, [True, True, True]
         )
+
+
+def test_an_operator_redefined_with_more_arguments_gets_a_new_rule():
+    def define(schema, impl):
+        lib = torch.library.Library("vdev_rules_test", "DEF")
+        lib.define(schema)
+        lib.impl("f", impl, "CPU")  # vdev calls reach vdev's fallback, which runs it
+        return lib
+
+    lib = define("f(Tensor a, Tensor b) -> Tensor", lambda a, b: a + b)
+    torch.ops.vdev_rules_test.f(v(2), v(2))
+    lib._destroy()
+    lib = define("f(Tensor a, Tensor b, Tensor c) -> Tensor", lambda a, b, c: a + b)
+    try:
+        with pytest.raises(RuntimeError, match="got c is on cpu"):
+            torch.ops.vdev_rules_test.f(v(2), v(2), c(2))
+    finally:
+        lib._destroy()

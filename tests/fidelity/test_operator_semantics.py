@@ -111,3 +111,19 @@ def test_batch_norm_is_queued_and_returns_what_cpu_returns(name):
         torch.testing.assert_close(g.cpu(), w)
     for g, w in zip(running, stats, strict=True):  # running statistics updated as on CPU
         torch.testing.assert_close(g.cpu(), w)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_of_a_transposed_input_equals_cpus(dtype, training):
+    # [B, L, C] transposed to [B, C, L]: contiguous in no memory format (CPU's out= kernel alone
+    # would normalise with a wrong mean).
+    torch.manual_seed(0)
+    x = torch.randn(8, 50, 16).to(dtype)
+    ref = torch.nn.BatchNorm1d(16).to(dtype).train(training)
+    moved = torch.nn.BatchNorm1d(16).to(dtype).train(training).to("vdev")
+    want = ref(x.transpose(1, 2))
+    got = moved(x.to("vdev").transpose(1, 2))
+    torch.testing.assert_close(got.cpu(), want)
+    torch.testing.assert_close(moved.running_mean.cpu(), ref.running_mean)
+    torch.testing.assert_close(moved.running_var.cpu(), ref.running_var)

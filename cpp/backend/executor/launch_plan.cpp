@@ -122,6 +122,13 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
       single_tensors &= m.kind == MetaReturn::Tensor && m.tensors[0].defined;
     }
     if (single_tensors) plan->out_op = out_variant_of(op);
+    // CPU's batch norm out= kernel relies on its functional form to compute the mean of an input
+    // that is contiguous in no memory format (batch_norm_cpu in Normalization.cpp): such inputs
+    // run the functional kernel and a copy.
+    if (returns_shaped_by_cpu(schema) && stack[first].isTensor()) {
+      const at::Tensor& input = stack[first].toTensor();
+      if (!input.is_contiguous(input.suggest_memory_format())) plan->out_op.reset();
+    }
     if (plan->out_op && is_refused_out_overload(*plan->out_op)) plan->out_op.reset();
   } else {
     const auto& sargs = schema.arguments();

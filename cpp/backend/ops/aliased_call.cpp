@@ -12,6 +12,7 @@
 
 #include "backend/common/stream_lookup.h"
 #include "backend/executor/tensor_args.h"
+#include "backend/memory/storage_resize.h"
 #include "runtime/memory.h"
 
 namespace vdev::backend {
@@ -93,12 +94,40 @@ void run_on_shared_aliases(const c10::OperatorHandle& op, torch::jit::Stack* sta
     if (t.is_neg()) a._set_neg(true);
     return a;
   };
+  // Written single tensors, to carry back what the kernel does to their metadata: an empty one
+  // (an out= the kernel will size) is a resizable CPU tensor, copied back afterwards; the others
+  // are shared aliases, whose resizes within their storage are applied to the device tensor.
+  struct Written {
+    at::Tensor device, cpu;
+    bool fresh;
+  };
+  std::vector<Written> written;
   torch::jit::Stack cpu_stack;
   cpu_stack.reserve(nargs);
   for (std::size_t i = first; i < stack->size(); ++i) {
-    cpu_stack.push_back(map_tensors((*stack)[i], alias));
+    const c10::IValue& v = (*stack)[i];
+    if (is_written(schema.arguments()[i - first]) && v.isTensor() && is_vdev_tensor(v.toTensor())) {
+      const at::Tensor& t = v.toTensor();
+      const bool fresh = t.numel() == 0;
+      at::Tensor cpu = fresh ? at::empty({0}, t.options().device(c10::kCPU)) : alias(t);
+      written.push_back({t, cpu, fresh});
+      cpu_stack.emplace_back(cpu);
+      continue;
+    }
+    cpu_stack.push_back(map_tensors(v, alias));
   }
   op.callBoxed(&cpu_stack);  // CPU's kernel, with CPU's checks
+  for (Written& w : written) {
+    if (w.fresh) {
+      resize_vdev_tensor(w.device, w.cpu.sizes(), std::nullopt);
+      w.device.unsafeGetTensorImpl()->set_sizes_and_strides(w.cpu.sizes(), w.cpu.strides());
+      if (w.cpu.numel() > 0) w.device.copy_(w.cpu);
+    } else if (w.cpu.sizes() != w.device.sizes() || w.cpu.strides() != w.device.strides() ||
+               w.cpu.storage_offset() != w.device.storage_offset()) {
+      w.device.unsafeGetTensorImpl()->set_sizes_and_strides(w.cpu.sizes(), w.cpu.strides(),
+                                                            w.cpu.storage_offset());
+    }
+  }
 
   std::vector<c10::IValue> results;
   results.reserve(schema.returns().size());

@@ -86,7 +86,8 @@ struct CheckedArg {
 };
 
 struct DeviceRule {
-  bool exact = true;  // torchgen's wrapper check (no device_check: NoCheck)
+  std::size_t nargs = 0;  // the schema's argument count when derived
+  bool exact = true;      // torchgen's wrapper check (no device_check: NoCheck)
   std::string method;
   std::vector<CheckedArg> args;  // tensor-like arguments, in the order CUDA checks them
 };
@@ -107,6 +108,7 @@ bool is_tensor_like(const c10::TypePtr& type) {
 
 std::unique_ptr<DeviceRule> derive_rule(const c10::FunctionSchema& schema) {
   auto rule = std::make_unique<DeviceRule>();
+  rule->nargs = schema.arguments().size();
   const std::string& overload = schema.overload_name();
   const std::string base = schema.name().substr(schema.name().find("::") + 2);
   const std::string qualified = overload.empty() ? base : base + "." + overload;
@@ -137,20 +139,27 @@ std::unique_ptr<DeviceRule> derive_rule(const c10::FunctionSchema& schema) {
 }
 
 const DeviceRule& rule_for(const c10::OperatorHandle& op) {
-  // The schema's address identifies the operator for the life of the process.
+  // The schema's address identifies the operator; an operator redefined at the same address (a
+  // custom operator's library destroyed and defined again) with another argument count is derived
+  // anew.
   const c10::FunctionSchema* key = &op.schema();
+  const std::size_t nargs = key->arguments().size();
   thread_local std::unordered_map<const c10::FunctionSchema*, const DeviceRule*> local;
-  if (auto it = local.find(key); it != local.end()) return *it->second;
+  if (auto it = local.find(key); it != local.end() && it->second->nargs == nargs) {
+    return *it->second;
+  }
   static std::mutex mu;
   static std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<DeviceRule>> shared;
+  static std::vector<std::unique_ptr<DeviceRule>> retired;  // still referenced by other threads
   const DeviceRule* rule = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu);
     auto& slot = shared[key];
+    if (slot && slot->nargs != nargs) retired.push_back(std::move(slot));
     if (!slot) slot = derive_rule(*key);
     rule = slot.get();
   }
-  local.emplace(key, rule);
+  local[key] = rule;
   return *rule;
 }
 

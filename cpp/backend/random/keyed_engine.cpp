@@ -42,7 +42,9 @@ at::Generator cpu_generator_for(const RandomDraw& draw) {
     pod.state_[i] = static_cast<uint32_t>(z);
     pod.state_[i + 1] = static_cast<uint32_t>(z >> 32);
   }
-  pod.state_[0] |= 0x80000000u;  // never the all-zero state, as the reference init_by_array does
+  // No bit is forced (the reference init_by_array sets state[0]'s top bit so that the state is
+  // never all zero): splitmix64's consecutive outputs are distinct, so the state cannot be all
+  // zero, and state[0] is drawn as it is, so forcing a bit would bias every operator's first word.
   engine.set_data(pod);
   auto* impl = static_cast<at::CPUGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
   impl->set_engine(engine);
