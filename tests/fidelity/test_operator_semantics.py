@@ -127,3 +127,44 @@ def test_batch_norm_of_a_transposed_input_equals_cpus(dtype, training):
     torch.testing.assert_close(got.cpu(), want)
     torch.testing.assert_close(moved.running_mean.cpu(), ref.running_mean)
     torch.testing.assert_close(moved.running_var.cpu(), ref.running_var)
+
+
+EMBEDDING_BAG = {
+    "sum": {"mode": "sum"},
+    "mean": {"mode": "mean"},
+    "max": {"mode": "max"},
+    "sum with per-sample weights": {"mode": "sum", "per_sample_weights": True},
+    "mean with padding_idx": {"mode": "mean", "padding_idx": 2},
+    "sum with include_last_offset": {"mode": "sum", "include_last_offset": True},
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMBEDDING_BAG))
+def test_embedding_bag_is_queued_and_equals_cpu_forward_and_backward(name):
+    from asyncutil import gated, run_bounded, sid, wait_until_blocked
+
+    from torch_vdev import _testing as rt
+
+    kwargs = dict(EMBEDDING_BAG[name])
+    torch.manual_seed(0)
+    weight = torch.randn(10, 4)
+    indices = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9])
+    offsets = torch.tensor([0, 3, 5, 8] if kwargs.get("include_last_offset") else [0, 3, 5])
+    psw = torch.rand(8) if kwargs.pop("per_sample_weights", False) else None
+
+    def run(dev, inputs):
+        w = inputs[0].requires_grad_()
+        out = F.embedding_bag(inputs[1], w, inputs[2], per_sample_weights=inputs[3], **kwargs)
+        (grad,) = torch.autograd.grad((out * torch.arange(4.0, device=dev)).sum(), w)
+        return out, grad
+
+    want = run("cpu", [weight.clone(), indices, offsets, psw])
+    moved = [t.to("vdev") if t is not None else None for t in (weight, indices, offsets, psw)]
+    stream = torch.vdev.current_stream()
+    got = []
+    with gated(stream) as gate:
+        wait_until_blocked(gate)
+        assert run_bounded(lambda: got.append(run("vdev", moved))), "embedding_bag synchronized"
+        assert not rt.stream_query(*sid(stream))
+    for g, w in zip(got[0], want, strict=True):
+        torch.testing.assert_close(g.cpu(), w)

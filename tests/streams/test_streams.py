@@ -5,7 +5,6 @@ import time
 
 import pytest
 import torch
-import torch.nn.functional as F
 from asyncutil import gated, log_on, sid, wait_until_blocked, wait_until_idle
 
 from torch_vdev import _testing as rt
@@ -290,7 +289,6 @@ SYNCHRONOUS_OPS = {
     "masked_select": lambda x, a: x.masked_select(x > 500),
     "unique": lambda x, a: torch.unique(x),
     "equal": lambda x, a: torch.tensor(torch.equal(x, a["ref"])),
-    "embedding_bag": lambda x, a: F.embedding_bag(a["idx"], x.view(100, 10)),
 }
 
 

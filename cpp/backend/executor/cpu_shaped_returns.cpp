@@ -3,9 +3,10 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/ones.h>
-#include <ATen/ops/zeros.h>
+#include <ATen/ops/full.h>
 
+#include <algorithm>
+#include <optional>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -13,7 +14,9 @@
 #include "backend/executor/tensor_args.h"
 
 namespace vdev::backend {
-bool returns_shaped_by_cpu(const c10::FunctionSchema& schema) {
+namespace {
+
+bool is_batch_norm(const std::string& name) {
   static const std::unordered_set<std::string> ops = {
       "aten::native_batch_norm",
       "aten::_native_batch_norm_legit",
@@ -21,45 +24,88 @@ bool returns_shaped_by_cpu(const c10::FunctionSchema& schema) {
       "aten::_batch_norm_with_update",
       "aten::_batch_norm_no_update",
   };
-  return ops.count(schema.name()) != 0;
+  return ops.count(name) != 0;
+}
+
+bool is_embedding_bag(const std::string& name) {
+  return name == "aten::_embedding_bag" || name == "aten::_embedding_bag_forward_only";
+}
+
+at::Tensor filled_like(const at::Tensor& t, std::vector<int64_t> sizes, double value) {
+  return at::full(sizes, value, at::TensorOptions().dtype(t.scalar_type()));
+}
+
+// Batch norm: input [2, C, 1, ...] of the input's dtype; every other tensor argument (weight,
+// bias, running statistics: all [C]) ones of its own dtype; other arguments as given.
+std::optional<torch::jit::Stack> batch_norm_probe(const torch::jit::Stack& stack, std::size_t first,
+                                                  std::size_t nargs) {
+  const c10::IValue& input_value = stack[first];
+  if (!input_value.isTensor() || input_value.toTensor().dim() < 2) return std::nullopt;
+  const at::Tensor& input = input_value.toTensor();
+  std::vector<int64_t> sizes(static_cast<std::size_t>(input.dim()), 1);
+  sizes[0] = 2;
+  sizes[1] = input.size(1);
+  torch::jit::Stack probe;
+  probe.reserve(nargs);
+  probe.emplace_back(filled_like(input, sizes, 0));
+  for (std::size_t i = first + 1; i < first + nargs; ++i) {
+    probe.push_back(map_tensors(stack[i], [](const at::Tensor& t) {
+      return t.defined() ? filled_like(t, t.sizes().vec(), 1) : t;
+    }));
+  }
+  return probe;
+}
+
+// Embedding bag: the weight cut to the rows a valid padding_idx needs, indices and offsets of
+// their sizes all zero (valid, and the returns' sizes depend only on sizes and mode),
+// per-sample weights ones.
+std::optional<torch::jit::Stack> embedding_bag_probe(const torch::jit::Stack& stack,
+                                                     std::size_t first, std::size_t nargs) {
+  const c10::IValue& weight = stack[first];
+  const c10::IValue& padding = stack[first + nargs - 1];
+  if (!weight.isTensor() || weight.toTensor().dim() != 2 || !padding.isInt()) return std::nullopt;
+  const at::Tensor& w = weight.toTensor();
+  const int64_t rows = std::min<int64_t>(w.size(0), std::max<int64_t>(1, padding.toInt() + 1));
+  torch::jit::Stack probe;
+  probe.reserve(nargs);
+  probe.emplace_back(filled_like(w, {rows, w.size(1)}, 1));
+  for (std::size_t i = first + 1; i < first + nargs; ++i) {
+    const double value = i == first + 6 ? 1.0 : 0.0;  // per_sample_weights; indices, offsets 0
+    probe.push_back(map_tensors(stack[i], [value](const at::Tensor& t) {
+      return t.defined() ? filled_like(t, t.sizes().vec(), value) : t;
+    }));
+  }
+  return probe;
+}
+
+}  // namespace
+
+bool returns_shaped_by_cpu(const c10::FunctionSchema& schema) {
+  return is_batch_norm(schema.name()) || is_embedding_bag(schema.name());
 }
 
 void shape_returns_as_cpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                           std::size_t first, std::size_t nargs, LaunchPlan& plan) {
   plan.ok = false;
-  const c10::IValue& input_value = stack[first];
-  if (!input_value.isTensor() || input_value.toTensor().dim() < 2) return;
-  const at::Tensor& input = input_value.toTensor();
-  const int64_t channels = input.size(1);
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
-
-  // The probe: input [2, C, 1, ...] of the input's dtype; every other tensor argument (weight,
-  // bias, running statistics: all [C]) a CPU tensor of its own dtype; other arguments as given.
-  std::vector<int64_t> probe_sizes(static_cast<std::size_t>(input.dim()), 1);
-  probe_sizes[0] = 2;
-  probe_sizes[1] = channels;
-  torch::jit::Stack probe;
-  probe.reserve(nargs);
-  probe.emplace_back(at::zeros(probe_sizes, at::TensorOptions().dtype(input.scalar_type())));
-  for (std::size_t i = first + 1; i < first + nargs; ++i) {
-    probe.push_back(map_tensors(stack[i], [](const at::Tensor& t) {
-      if (!t.defined()) return t;
-      return at::ones(t.sizes(), at::TensorOptions().dtype(t.scalar_type()));
-    }));
-  }
+  const bool batch_norm = is_batch_norm(op.schema().name());
+  std::optional<torch::jit::Stack> probe =
+      batch_norm ? batch_norm_probe(stack, first, nargs) : embedding_bag_probe(stack, first, nargs);
+  if (!probe) return;
   try {
-    op.callBoxed(&probe);
+    op.callBoxed(&*probe);
   } catch (const std::exception&) {
     return;  // CPU rejects the probe: the call runs synchronously and raises CPU's error
   }
-  if (probe.size() != plan.returns.size()) return;
-  for (std::size_t r = 0; r < probe.size(); ++r) {
-    if (!probe[r].isTensor()) return;
-    const at::Tensor& t = probe[r].toTensor();
+  if (probe->size() != plan.returns.size()) return;
+  for (std::size_t r = 0; r < probe->size(); ++r) {
+    if (!(*probe)[r].isTensor()) return;
+    const at::Tensor& t = (*probe)[r].toTensor();
     MetaReturn& ret = plan.returns[r];
     ret.kind = MetaReturn::Tensor;
     ret.tensors.assign(1, describe(t));
-    if (r == 0) {  // the normalized output: the input's sizes, in the format CPU gives it
+    if (batch_norm && r == 0) {  // the output: the input's sizes, in the format CPU gives it
+      const at::Tensor& input = stack[first].toTensor();
       const at::Tensor like =
           at::empty(input.sizes(), at::TensorOptions().dtype(t.scalar_type()).device(c10::kMeta),
                     input.suggest_memory_format());

@@ -9,6 +9,10 @@
 // returns' metadata replaces the meta kernel's; the output itself has the input's sizes in the
 // memory format CPU gives it (empty_like with the input's suggested memory format).
 //
+// Embedding bag too: CPU sizes its offset2bag and max_indices returns by mode differently from the
+// meta kernel; the sizes depend only on the arguments' sizes, the mode and the flags, so the probe
+// has the indices' and offsets' sizes, all zero, and a weight of the rows padding_idx needs.
+//
 // Thread rules: stateless; runs on the dispatching thread when a plan is made.
 #pragma once
 
@@ -19,7 +23,7 @@
 
 namespace vdev::backend {
 
-// Whether this operator's plan needs CPU's metadata (a batch norm form).
+// Whether this operator's plan needs CPU's metadata (batch norm and embedding bag forms).
 bool returns_shaped_by_cpu(const c10::FunctionSchema& schema);
 
 // Replaces plan.returns with CPU's metadata for the call on stack[first, first + nargs); sets

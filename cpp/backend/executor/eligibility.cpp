@@ -28,12 +28,10 @@ bool is_tensor_list_type(const c10::TypePtr& type) {
 
 // Operators whose meta kernel disagrees with their CPU kernel on output shapes (found by the
 // OpInfo and module sweeps, tests/ops/test_opinfo.py, tests/fidelity/test_modules.py): they run
-// synchronously. (Batch norm also disagrees, about its saved statistics: its plans take CPU's
-// metadata instead, backend/executor/cpu_shaped_returns.h.)
+// synchronously. (Batch norm and embedding bag also disagree, about auxiliary returns: their plans
+// take CPU's metadata instead, backend/executor/cpu_shaped_returns.h.)
 bool meta_disagrees_with_cpu(const c10::FunctionSchema& schema) {
   static const std::unordered_set<std::string> ops = {
-      "aten::_embedding_bag",
-      "aten::_embedding_bag_forward_only",
       // 1-d input, reduction none: the meta kernel says [1], CPU (and CUDA) return a 0-dim loss.
       "aten::multilabel_margin_loss_forward",
   };
