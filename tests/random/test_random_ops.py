@@ -38,7 +38,19 @@ QUEUED = {
     "log_normal_": lambda x: torch.empty(8, device="vdev").log_normal_(),
     "cauchy_": lambda x: torch.empty(8, device="vdev").cauchy_(),
     "randn complex": lambda x: torch.randn(8, device="vdev", dtype=torch.cfloat),
+    # no meta kernel in ATen: vdev registers one (cpp/backend/ops/meta_kernels.cpp)
+    "binomial": lambda x: torch.binomial(x.abs() * 10, torch.full_like(x, 0.5)),
+    "_sample_dirichlet": lambda x: torch._sample_dirichlet(x[:16].abs().reshape(4, 4) + 0.1),
+    "dirichlet rsample and its gradient": lambda x: _dirichlet_rsample_grad(x),
 }
+
+
+def _dirichlet_rsample_grad(x):
+    # validate_args=False: argument validation reads the values on the host (it would on CUDA too)
+    alpha = (x[:16].abs().reshape(4, 4) + 0.1).requires_grad_()
+    sample = torch.distributions.Dirichlet(alpha, validate_args=False).rsample()
+    (grad,) = torch.autograd.grad(sample.sum(), alpha)
+    return grad
 
 
 @pytest.mark.parametrize("name", sorted(QUEUED))
@@ -82,8 +94,6 @@ def test_random_operators_never_consume_the_cpu_generator():
     before = torch.get_rng_state()
     for fn in QUEUED.values():
         fn(x)
-    torch.binomial(x.abs() * 10, torch.full_like(x, 0.5))  # synchronous path (no meta kernel)
-    torch._sample_dirichlet(x.abs().reshape(8, 8) + 0.1)
     F.scaled_dot_product_attention(*(torch.randn(1, 2, 4, 8, device="vdev"),) * 3, dropout_p=0.5)
     torch.vdev.synchronize()
     assert torch.equal(torch.get_rng_state(), before)
