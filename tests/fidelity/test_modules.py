@@ -4,14 +4,11 @@ input and parameter gradients and buffers, in training and in evaluation mode
 input. Modules that fail are listed with their reason in module_expected_failures.txt; the test
 fails for a failure that is not listed and for a listed module that now passes."""
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from expected_failures import expected_failures
+from sweeps import expected_failures, run_sweep
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = 1_000_000 if os.environ.get("VDEV_MODULES_FULL") == "1" else 2
@@ -19,15 +16,7 @@ SAMPLES = 1_000_000 if os.environ.get("VDEV_MODULES_FULL") == "1" else 2
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_every_module_matches_cpu(dtype):
-    r = subprocess.run(
-        [sys.executable, str(HERE / "module_sweep.py"), dtype, str(SAMPLES)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert r.returncode == 0, f"the sweep crashed (exit {r.returncode}):\n{r.stderr[-3000:]}"
-    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) >= 100, r.stderr[-2000:]
+    rows = run_sweep(HERE / "module_sweep.py", dtype, str(SAMPLES), min_rows=100)
     failing = {row["module"]: row["msg"] for row in rows if row["status"] == "fail"}
     expected = expected_failures(HERE / "module_expected_failures.txt", dtype)
     unexpected = {m: msg for m, msg in failing.items() if m not in expected}

@@ -6,14 +6,11 @@ that fail are listed, with their reason, in opinfo_expected_failures.txt; the te
 failure that is not listed and for a listed operator that now passes (remove it from the list).
 """
 
-import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from expected_failures import expected_failures
+from sweeps import expected_failures, run_sweep
 
 HERE = Path(__file__).resolve().parent
 FULL = os.environ.get("VDEV_OPINFO_FULL") == "1"
@@ -23,15 +20,7 @@ SAMPLES = {"float32": 3, "float64": 1, "int64": 1, "bool": 1, "bfloat16": 1, "co
 @pytest.mark.parametrize("dtype", list(SAMPLES))
 def test_operators_match_cpu(dtype):
     samples = 1_000_000 if FULL else SAMPLES[dtype]
-    r = subprocess.run(
-        [sys.executable, str(HERE / "opinfo_sweep.py"), dtype, str(samples)],
-        capture_output=True,
-        text=True,
-        timeout=1800,
-    )
-    assert r.returncode == 0, f"the sweep crashed (exit {r.returncode}):\n{r.stderr[-3000:]}"
-    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) > 100, r.stderr[-2000:]
+    rows = run_sweep(HERE / "opinfo_sweep.py", dtype, str(samples), min_rows=101)
     status = {row["op"]: row for row in rows}
     expected = expected_failures(HERE / "opinfo_expected_failures.txt", dtype)
     failing = {op for op, row in status.items() if row["status"] == "fail"}

@@ -1,0 +1,32 @@
+"""The sweeps against CPU (tests/ops/opinfo_sweep.py, tests/fidelity/module_sweep.py): running one
+in its own process, and reading its expected-failure list."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run_sweep(script: Path, *args: str, min_rows: int) -> list[dict]:
+    """Runs `script` with `args` in a fresh interpreter; its JSON lines, at least `min_rows`."""
+    r = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=1800
+    )
+    assert r.returncode == 0, f"the sweep crashed (exit {r.returncode}):\n{r.stderr[-3000:]}"
+    rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) >= min_rows, r.stderr[-2000:]
+    return rows
+
+
+def expected_failures(path: Path, dtype: str) -> dict[str, str]:
+    """Lines `DTYPE NAME  # reason`, where DTYPE may be `*` (every dtype): {NAME: reason}."""
+    out = {}
+    for line in path.read_text().splitlines():
+        body, _, reason = line.partition("#")
+        if not body.strip():
+            continue
+        dt, name = body.split()
+        assert reason.strip(), f"expected failure without a reason: {line!r}"
+        if dt in ("*", dtype):
+            out[name] = reason.strip()
+    return out
