@@ -55,18 +55,18 @@ void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std
   result.ok = true;
 }
 
-// The argument index whose alias set a mutable return shares (in-place and out= operators).
-std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& s, const c10::Argument& r) {
+}  // namespace
+
+std::optional<std::size_t> written_argument(const c10::FunctionSchema& s, const c10::Argument& r) {
   if (r.alias_info() == nullptr) return std::nullopt;
   const auto& args = s.arguments();
   for (std::size_t j = 0; j < args.size(); ++j) {
-    const c10::AliasInfo* a = args[j].alias_info();
-    if (a != nullptr && a->isWrite() && a->beforeSets() == r.alias_info()->beforeSets()) return j;
+    if (is_written(args[j]) && args[j].alias_info()->beforeSets() == r.alias_info()->beforeSets()) {
+      return j;
+    }
   }
   return std::nullopt;
 }
-
-}  // namespace
 
 MetaTensor describe(const at::Tensor& t) {
   MetaTensor m;
@@ -106,7 +106,7 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   }
   std::size_t n_aliased = 0;
   for (const auto& r : rets) {
-    const std::optional<std::size_t> j = aliased_argument(schema, r);
+    const std::optional<std::size_t> j = written_argument(schema, r);
     plan->aliased.push_back(j ? static_cast<int>(*j) : -1);
     n_aliased += j ? 1 : 0;
   }

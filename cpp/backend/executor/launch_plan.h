@@ -54,6 +54,10 @@ struct LaunchPlan {
   mutable std::atomic<bool> out_refused{false};
 };
 
+// The argument a return writes (in-place and out= operators), by the schema's alias sets.
+std::optional<std::size_t> written_argument(const c10::FunctionSchema& schema,
+                                            const c10::Argument& ret);
+
 // The position of the Generator argument in `schema`, if it has one (a random operator).
 std::optional<std::size_t> generator_argument(const c10::FunctionSchema& schema);
 

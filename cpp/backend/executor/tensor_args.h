@@ -16,6 +16,38 @@ inline bool is_vdev_tensor(const at::Tensor& t) {
   return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
 }
 
+// Whether an argument is written by the operator (in-place self, out=).
+inline bool is_written(const c10::Argument& a) {
+  return a.alias_info() != nullptr && a.alias_info()->isWrite();
+}
+
+// Calls `f` on every tensor inside an IValue (undefined ones included) until it returns true;
+// returns whether one did. Allocates nothing (no vector of the list is made): it runs for every
+// operator call.
+template <typename F>
+bool any_tensor(const c10::IValue& v, F&& f) {
+  if (v.isTensor()) return f(v.toTensor());
+  if (v.isTensorList()) {
+    for (const at::Tensor& t : v.toTensorList()) {
+      if (f(t)) return true;
+    }
+  } else if (v.isOptionalTensorList()) {
+    for (const std::optional<at::Tensor>& t : v.toOptionalTensorList()) {
+      if (t.has_value() && f(*t)) return true;
+    }
+  }
+  return false;
+}
+
+// Calls `f` on every tensor inside an IValue.
+template <typename F>
+void for_each_tensor(const c10::IValue& v, F&& f) {
+  any_tensor(v, [&](const at::Tensor& t) {
+    f(t);
+    return false;
+  });
+}
+
 // Maps every tensor inside an IValue (tensor, tensor list, optional tensor list); other values are
 // returned unchanged.
 template <typename F>

@@ -11,34 +11,14 @@
 #include <unordered_map>
 
 #include "backend/common/stream_lookup.h"
+#include "backend/executor/launch_plan.h"
 #include "backend/executor/tensor_args.h"
 #include "backend/memory/storage_resize.h"
 #include "runtime/memory.h"
 
 namespace vdev::backend {
-namespace {
-
-bool is_written(const c10::Argument& a) {
-  return a.alias_info() != nullptr && a.alias_info()->isWrite();
-}
-
-// The argument a result aliases (an in-place or out= result), by the schema's alias sets.
-std::optional<std::size_t> aliased_argument(const c10::FunctionSchema& schema,
-                                            const c10::Argument& ret) {
-  if (ret.alias_info() == nullptr) return std::nullopt;
-  const auto& args = schema.arguments();
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i].alias_info() != nullptr &&
-        args[i].alias_info()->beforeSets() == ret.alias_info()->beforeSets()) {
-      return i;
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if (!op.schema().is_mutable()) return false;  // nothing written: the common case, no walk
   const auto& args = op.schema().arguments();
   const std::size_t first = stack.size() - args.size();
   struct Arg {
@@ -46,16 +26,12 @@ bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::
     bool written;
   };
   c10::SmallVector<Arg, 8> tensors;
-  bool any_written = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const bool written = is_written(args[i]);
-    map_tensors(stack[first + i], [&](const at::Tensor& t) {
+    for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
       if (is_vdev_tensor(t) && t.numel() > 0) tensors.push_back({t, written});
-      return t;
     });
-    any_written = any_written || written;
   }
-  if (!any_written) return false;
   for (const Arg& w : tensors) {
     if (!w.written) continue;
     if (at::has_internal_overlap(w.t) == at::MemOverlap::Yes) return true;
@@ -132,7 +108,7 @@ void run_on_shared_aliases(const c10::OperatorHandle& op, torch::jit::Stack* sta
   std::vector<c10::IValue> results;
   results.reserve(schema.returns().size());
   for (std::size_t r = 0; r < schema.returns().size(); ++r) {
-    if (auto arg = aliased_argument(schema, schema.returns()[r])) {
+    if (auto arg = written_argument(schema, schema.returns()[r])) {
       results.push_back((*stack)[first + *arg]);  // the written vdev argument itself
       continue;
     }

@@ -10,6 +10,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/executor/tensor_args.h"
+
 namespace vdev::backend {
 namespace {
 
@@ -117,8 +119,7 @@ std::unique_ptr<DeviceRule> derive_rule(const c10::FunctionSchema& schema) {
   const auto& args = schema.arguments();
   auto add = [&](std::size_t i) {
     const c10::Argument& a = args[i];
-    const bool written = a.alias_info() != nullptr && a.alias_info()->isWrite();
-    const CpuTensors usual = written ? CpuTensors::Rejected : CpuTensors::Scalars;
+    const CpuTensors usual = is_written(a) ? CpuTensors::Rejected : CpuTensors::Scalars;
     rule->args.push_back(
         {i, a.name(), cpu_policy_exception(schema.name(), a.name()).value_or(usual)});
   };
@@ -161,19 +162,6 @@ const DeviceRule& rule_for(const c10::OperatorHandle& op) {
   }
   local[key] = rule;
   return *rule;
-}
-
-template <typename F>
-void for_each_tensor(const c10::IValue& v, F&& f) {
-  if (v.isTensor()) {
-    f(v.toTensor());
-  } else if (v.isTensorList()) {
-    for (const at::Tensor& t : v.toTensorList().vec()) f(t);
-  } else if (v.isOptionalTensorList()) {
-    for (const auto& t : v.toOptionalTensorList().vec()) {
-      if (t.has_value()) f(*t);
-    }
-  }
 }
 
 [[noreturn]] void two_devices(c10::Device a, c10::Device b) {

@@ -12,18 +12,14 @@ namespace {
 // call could not take (generators and devices belong to vdev).
 bool all_tensors_empty(const torch::jit::Stack& stack, std::size_t first) {
   bool any = false;
-  bool all_empty = true;
   for (std::size_t i = first; i < stack.size(); ++i) {
     const c10::IValue& v = stack[i];
     if (v.isGenerator() || v.isDevice()) return false;
-    map_tensors(v, [&](const at::Tensor& t) {
-      if (t.defined()) {
-        any = true;
-        all_empty = all_empty && t.numel() == 0;
-      }
-      return t;
+    const bool non_empty = any_tensor(v, [&](const at::Tensor& t) {
+      any = any || t.defined();
+      return t.defined() && t.numel() != 0;
     });
-    if (!all_empty) return false;
+    if (non_empty) return false;
   }
   return any;
 }

@@ -70,7 +70,6 @@ template <typename Fill>
 void queue_fill(const char* name, DtypeCheck& check, const at::TensorBase& self,
                 const std::optional<at::Generator>& gen, Fill fill) {
   check.ensure(self.scalar_type(), fill);
-  at::assert_no_internal_overlap(self);  // CPU's kernels check it through their TensorIterator
   const c10::DeviceIndex device = self.device().index();
   const RandomDraw draw = reserve_draw(gen, device);
   enqueue_task(current_runtime_stream(device), name, [out = AliasSpec::of(self), draw, fill] {
@@ -99,6 +98,9 @@ void uniform_kernel(at::TensorIteratorBase& iter, double from, double to,
 void normal_kernel(const at::TensorBase& self, double mean, double std,
                    std::optional<at::Generator> gen) {
   static DtypeCheck check;
+  // CPU's normal kernel checks overlap through its TensorIterator; the other fills' templates (a
+  // TensorIterator over self, or bernoulli's explicit check) already did on the host.
+  at::assert_no_internal_overlap(self);
   queue_fill("aten::normal_", check, self, gen,
              [mean, std](const at::Tensor& cpu, at::Generator g) {
                at::native::normal_stub(kCPU, cpu, mean, std, std::move(g));
