@@ -269,15 +269,18 @@ def test_each_kind_of_operator_is_queued_behind_a_closed_gate(name):
 
 
 def test_a_reducing_loss_prints_no_resize_warning():
-    # mse_loss.out with a reduction resizes its output; vdev must not make PyTorch warn about
-    # resizing an output that has elements (CPU's own functional call prints nothing).
+    # These losses' out= kernels, given a reduction, resize their output; vdev must not make
+    # PyTorch warn about resizing an output that has elements (CPU's functional call prints
+    # nothing). Every loss found printing it in a sweep of torch.nn.functional's losses.
     r = run_python(
         """
         import torch
-        x = torch.randn(16, 1, device="vdev", requires_grad=True)
-        y = torch.randn(16, 1, device="vdev")
-        for reduction in ("mean", "sum"):
-            torch.nn.functional.mse_loss(x, y, reduction=reduction).backward()
+        import torch.nn.functional as F
+        x = torch.rand(16, 1, device="vdev", requires_grad=True)
+        y = torch.rand(16, 1, device="vdev")
+        for loss in (F.mse_loss, F.smooth_l1_loss, F.huber_loss, F.binary_cross_entropy):
+            for reduction in ("mean", "sum"):
+                loss(x, y, reduction=reduction).backward()
         torch.vdev.synchronize()
         print("ok")
         """

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include "backend/common/check.h"
+#include "backend/common/sync_debug.h"
 #include "runtime/device.h"
 
 namespace vdev::backend {
@@ -31,7 +32,8 @@ c10::Stream to_c10(const vdev::rt::Stream& s) {
       static_cast<c10::StreamId>(s.id()));
 }
 
-void sync_current_stream(c10::Device device) {
+void sync_current_stream(c10::Device device, const char* operation) {
+  note_synchronizing_operation(operation);
   VDEV_RT(current_runtime_stream(checked_device_index(device, "synchronize")).synchronize());
 }
 

@@ -7,6 +7,7 @@
 
 #include "backend/common/check.h"
 #include "backend/common/stream_lookup.h"
+#include "backend/common/sync_debug.h"
 #include "backend/device/events.h"
 #include "backend/memory/allocator.h"
 #include "runtime/device.h"
@@ -100,6 +101,7 @@ bool VdevGuardImpl::queryStream(const c10::Stream& s) const {
 
 void VdevGuardImpl::synchronizeStream(const c10::Stream& s) const {
   vdev::rt::Stream& rs = runtime_stream(s);
+  note_synchronizing_operation("Stream.synchronize");  // as CUDAStream::synchronize
   VDEV_RT(rs.synchronize());
 }
 

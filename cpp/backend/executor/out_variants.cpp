@@ -40,10 +40,14 @@ Cache& cache() {
 
 struct Refused {
   std::mutex mu;
-  // Known in advance, so that the first call does not find out by failing: mse_loss.out with a
-  // reduction first resizes its output to the elementwise shape (printing PyTorch's "output was
-  // resized" warning, on CPU too), which a training step's first loss would otherwise show.
-  std::unordered_set<c10::OperatorName> names{c10::OperatorName("aten::mse_loss", "out")};
+  // Known in advance, so that the first call does not find out by failing: these losses' out=
+  // kernels, given a reduction, first size their output to the elementwise shape (their meta
+  // functions build a TensorIterator over it, Loss.cpp), printing PyTorch's "output ... was
+  // resized" warning, on CPU too; the functional call CPU makes never warns.
+  std::unordered_set<c10::OperatorName> names{
+      c10::OperatorName("aten::mse_loss", "out"), c10::OperatorName("aten::smooth_l1_loss", "out"),
+      c10::OperatorName("aten::huber_loss", "out"),
+      c10::OperatorName("aten::binary_cross_entropy", "out")};
 };
 
 Refused& refused() {

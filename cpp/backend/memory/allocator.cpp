@@ -78,7 +78,10 @@ class VdevAllocator final : public c10::DeviceAllocator {
 
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     const int device = vdev::rt::pointer_device(src);  // queued work may still write src
-    if (device >= 0) sync_current_stream(c10::Device(kVdev, static_cast<c10::DeviceIndex>(device)));
+    if (device >= 0) {
+      sync_current_stream(c10::Device(kVdev, static_cast<c10::DeviceIndex>(device)),
+                          "storage copy");
+    }
     vdev::rt::memcpy_device_to_device(dest, src, count);
   }
 

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "backend/common/stream_lookup.h"
+#include "backend/common/sync_debug.h"
 #include "backend/executor/launch_plan.h"
 #include "backend/executor/tensor_args.h"
 #include "backend/memory/storage_resize.h"
@@ -46,7 +47,8 @@ bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::
 
 void run_on_shared_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                            c10::Device device) {
-  sync_current_stream(device);
+  sync_current_stream(device, op.schema().name().c_str());
+  const QuietSynchronizations quiet;  // its copies back are part of this one operation
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
   const c10::FunctionSchema& schema = op.schema();
   const std::size_t nargs = schema.arguments().size();

@@ -31,6 +31,7 @@
 #include "backend/common/check.h"
 #include "backend/common/cpu_view.h"
 #include "backend/common/stream_lookup.h"
+#include "backend/common/sync_debug.h"
 #include "backend/common/task.h"
 #include "backend/memory/host_allocator.h"
 #include "backend/memory/retained_memory.h"
@@ -78,6 +79,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
   vdev::rt::Stream& stream = current_runtime_stream(dst.device().index());
   const bool src_pinned = is_pinned_ptr(src.data_ptr());
   if (!non_blocking) {
+    note_synchronizing_operation("copy_ from host to device, non_blocking=False");
     VDEV_RT(stream.synchronize());
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_host_to_device(dst.data_ptr(), src.data_ptr(), dst.nbytes());
@@ -109,6 +111,8 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   vdev::rt::Stream& stream = current_runtime_stream(src.device().index());
   if (!non_blocking || !is_pinned_ptr(dst.data_ptr())) {
+    note_synchronizing_operation(non_blocking ? "copy_ from device to pageable host memory"
+                                              : "copy_ from device to host, non_blocking=False");
     VDEV_RT(stream.synchronize());
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_device_to_host(dst.data_ptr(), src.data_ptr(), dst.nbytes());
@@ -188,7 +192,8 @@ at::Tensor vdev_copy_from_and_resize(const at::Tensor& self, const at::Tensor& d
 }
 
 at::Scalar vdev_local_scalar_dense(const at::Tensor& self) {
-  sync_current_stream(self.device());  // a host read of a device value waits, as on CUDA
+  // A host read of a device value waits, as on CUDA.
+  sync_current_stream(self.device(), "aten::_local_scalar_dense (.item())");
   return at::_local_scalar_dense(cpu_alias(self));
 }
 

@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "backend/common/stream_lookup.h"
+#include "backend/common/sync_debug.h"
 #include "backend/executor/enqueue.h"
 #include "backend/executor/launch_plan.h"
 #include "backend/ops/aliased_call.h"
@@ -57,7 +58,8 @@ void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
     return;
   }
   // Synchronous path: computes on the calling thread, so first wait for queued work.
-  if (device) sync_current_stream(*device);
+  if (device) sync_current_stream(*device, op.schema().name().c_str());
+  const QuietSynchronizations quiet;  // its copies to and from the host were just noted with it
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 

@@ -120,6 +120,8 @@ __all__ = [
     "manual_seed_all",
     "set_device",
     "synchronize",
+    "set_sync_debug_mode",
+    "get_sync_debug_mode",
 ]
 
 # The hot-path functions are the native functions themselves: a Python wrapper would cost more
@@ -286,6 +288,31 @@ def synchronize(device: Any = None) -> None:
     """Waits for all work queued on every stream of ``device`` (default: the current device), and
     raises the first error a task on one of them reported."""
     _C._synchronize(_get_device_index(device, optional=True, fn="synchronize"))
+
+
+def set_sync_debug_mode(debug_mode: int | str) -> None:
+    """Sets the debug mode for synchronizing vdev operations, as ``torch.cuda.set_sync_debug_mode``.
+
+    ``"default"`` or 0: silent; ``"warn"`` or 1: a ``UserWarning`` at each operation that makes the
+    host wait for queued work (a blocking copy between host and device, ``.item()``,
+    ``Stream.synchronize()``, an operator with a data-dependent result such as ``nonzero``);
+    ``"error"`` or 2: a ``RuntimeError`` there instead, before anything waits. The message names
+    the operation. ``torch.vdev.synchronize()`` and ``Event.synchronize()`` are explicit and never
+    warn, as on CUDA.
+    """
+    if isinstance(debug_mode, str):
+        modes = {"default": 0, "warn": 1, "error": 2}
+        if debug_mode not in modes:
+            raise RuntimeError(
+                f"invalid value of debug_mode {debug_mode!r}, expected one of `default`, `warn`, `error`"
+            )
+        debug_mode = modes[debug_mode]
+    _C._set_sync_debug_mode(int(debug_mode))
+
+
+def get_sync_debug_mode() -> int:
+    """The current debug mode for synchronizing vdev operations (0, 1 or 2)."""
+    return _C._get_sync_debug_mode()
 
 
 def _is_in_bad_fork() -> bool:

@@ -1,0 +1,40 @@
+#include "backend/common/sync_debug.h"
+
+#include <c10/util/Exception.h>
+
+#include <atomic>
+
+namespace vdev::backend {
+namespace {
+
+std::atomic<int>& mode_flag() {
+  static std::atomic<int> mode{static_cast<int>(SyncDebugMode::kDisabled)};
+  return mode;
+}
+
+thread_local int quiet_depth = 0;
+
+}  // namespace
+
+QuietSynchronizations::QuietSynchronizations() { ++quiet_depth; }
+QuietSynchronizations::~QuietSynchronizations() { --quiet_depth; }
+
+void set_sync_debug_mode(int mode) {
+  TORCH_CHECK(mode >= 0 && mode <= 2, "invalid value of debug_mode ", mode,
+              ", expected one of 0 (default), 1 (warn), 2 (error)");
+  mode_flag().store(mode, std::memory_order_relaxed);
+}
+
+int sync_debug_mode() { return mode_flag().load(std::memory_order_relaxed); }
+
+void note_synchronizing_operation(const char* operation) {
+  const int mode = mode_flag().load(std::memory_order_relaxed);
+  if (C10_LIKELY(mode == static_cast<int>(SyncDebugMode::kDisabled)) || quiet_depth > 0) return;
+  // CUDA's message (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync), naming the operation.
+  if (mode == static_cast<int>(SyncDebugMode::kError)) {
+    TORCH_CHECK(false, "called a synchronizing vdev operation: ", operation);
+  }
+  TORCH_WARN("called a synchronizing vdev operation: ", operation);
+}
+
+}  // namespace vdev::backend

@@ -1,0 +1,106 @@
+"""torch.vdev.set_sync_debug_mode: CUDA's debug mode for operations that make the host wait."""
+
+import warnings
+
+import pytest
+import torch
+from asyncutil import gated, run_bounded, wait_until_blocked
+
+DEV = "vdev"
+
+
+@pytest.fixture(autouse=True)
+def default_mode_after():
+    yield
+    torch.vdev.set_sync_debug_mode(0)
+
+
+def sync_warnings(fn) -> list[str]:
+    """The operations fn's synchronizing calls name, in order, in "warn" mode."""
+    torch.vdev.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn()
+    finally:
+        torch.vdev.set_sync_debug_mode("default")
+    prefix = "called a synchronizing vdev operation: "
+    return [
+        str(w.message)[len(prefix) :].split(" (Triggered internally")[0]
+        for w in caught
+        if str(w.message).startswith(prefix)
+    ]
+
+
+def test_modes_set_and_read_as_cudas():
+    for value, expected in (("warn", 1), ("error", 2), ("default", 0), (1, 1), (2, 2), (0, 0)):
+        torch.vdev.set_sync_debug_mode(value)
+        assert torch.vdev.get_sync_debug_mode() == expected
+
+
+@pytest.mark.parametrize("bad", ["loud", 3, -1])
+def test_an_invalid_mode_is_rejected_with_the_valid_ones(bad):
+    torch.vdev.set_sync_debug_mode("warn")
+    with pytest.raises(
+        RuntimeError, match=r"invalid value of debug_mode .*(default|0 \(default\))"
+    ):
+        torch.vdev.set_sync_debug_mode(bad)
+    assert torch.vdev.get_sync_debug_mode() == 1  # unchanged
+
+
+def test_each_host_wait_is_reported_once_with_its_operation():
+    x = torch.arange(-4.0, 4.0, device=DEV)
+    assert sync_warnings(lambda: x.sum().item()) == ["aten::_local_scalar_dense (.item())"]
+    assert sync_warnings(lambda: x.cpu()) == ["copy_ from device to host, non_blocking=False"]
+    # Into pageable memory even non_blocking waits (x.to("cpu", non_blocking=True) pins, and queues).
+    assert sync_warnings(lambda: torch.empty(8).copy_(x, non_blocking=True)) == [
+        "copy_ from device to pageable host memory"
+    ]
+    assert sync_warnings(lambda: torch.ones(3).to(DEV)) == [
+        "copy_ from host to device, non_blocking=False"
+    ]
+    # Data-dependent output shapes synchronize on CUDA too; the operator's own copies to and from
+    # the host are not reported again.
+    assert sync_warnings(lambda: x.nonzero()) == ["aten::nonzero"]
+    assert sync_warnings(lambda: x[x > 0]) == ["aten::index"]
+    assert sync_warnings(lambda: torch.vdev.current_stream().synchronize()) == [
+        "Stream.synchronize"
+    ]
+
+
+def test_queued_work_and_explicit_waits_are_not_reported():
+    x = torch.randn(64, device=DEV)
+    pinned = torch.empty(64, pin_memory=True)
+    event = torch.vdev.Event()
+
+    def body():
+        y = torch.nn.functional.relu(x * 2 + 1).sum(0)
+        y.add_(torch.tensor(1.0))  # a 0-dim CPU tensor is a scalar argument
+        pinned.copy_(x, non_blocking=True)
+        x.to("cpu", non_blocking=True)  # into pinned memory it allocates
+        x.copy_(pinned, non_blocking=True)
+        event.record()
+        event.synchronize()  # explicit waits: never reported, as on CUDA
+        torch.vdev.synchronize()
+
+    assert sync_warnings(body) == []
+
+
+def test_error_mode_raises_before_waiting_and_loses_nothing():
+    x = torch.arange(5.0, device=DEV)
+    with gated(torch.vdev.current_stream()) as gate:
+        y = x * 3  # queued behind the closed gate
+        wait_until_blocked(gate)
+        torch.vdev.set_sync_debug_mode("error")
+        # Would wait for the gate forever if it waited before raising.
+        for call, operation in (
+            (lambda: y.sum().item(), r"aten::_local_scalar_dense \(\.item\(\)\)"),
+            (lambda: y.cpu(), "copy_ from device to host"),
+            (lambda: y.nonzero(), "aten::nonzero"),
+        ):
+            with pytest.raises(
+                RuntimeError, match="called a synchronizing vdev operation: " + operation
+            ):
+                assert run_bounded(call)
+        torch.vdev.set_sync_debug_mode("default")
+    assert torch.equal(y.cpu(), torch.arange(5.0) * 3)
