@@ -52,7 +52,7 @@ def test_each_host_wait_is_reported_once_with_its_operation():
     x = torch.arange(-4.0, 4.0, device=DEV)
     assert sync_warnings(lambda: x.sum().item()) == ["aten::_local_scalar_dense (.item())"]
     assert sync_warnings(lambda: x.cpu()) == ["copy_ from device to host, non_blocking=False"]
-    # Into pageable memory even non_blocking waits (x.to("cpu", non_blocking=True) pins, and queues).
+    # Into pageable memory even non_blocking waits (x.to("cpu", non_blocking=True) pins: queued).
     assert sync_warnings(lambda: torch.empty(8).copy_(x, non_blocking=True)) == [
         "copy_ from device to pageable host memory"
     ]

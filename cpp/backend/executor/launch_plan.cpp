@@ -1,6 +1,10 @@
 #include "backend/executor/launch_plan.h"
 
+#include <ATen/Context.h>
 #include <ATen/ops/empty_strided.h>
+#include <c10/util/Exception.h>
+
+#include <optional>
 
 #include "backend/executor/cpu_shaped_returns.h"
 #include "backend/executor/eligibility.h"
@@ -18,6 +22,24 @@ at::Tensor to_meta(const at::Tensor& t) {
   return m;
 }
 
+// Python meta functions take a meta tensor for a CUDA one (device_hint() in
+// torch/_meta_registrations.py) and repeat CUDA's nondeterminism alerts (histc, median): with
+// warn_only=True the plan of a first call would warn a second time. vdev alerts at the call
+// (ops/nondeterministic_alerts.h); planning drops theirs and passes every other warning on.
+class DropNondeterminismAlerts : public c10::WarningHandler {
+ public:
+  explicit DropNondeterminismAlerts(c10::WarningHandler* next) : next_(next) {}
+  void process(const c10::Warning& warning) override {
+    if (warning.msg().find("does not have a deterministic implementation") != std::string::npos) {
+      return;
+    }
+    next_->process(warning);
+  }
+
+ private:
+  c10::WarningHandler* next_;
+};
+
 // Runs the operator on meta versions of its arguments and records its outputs' metadata in
 // `result` (result.ok: whether it worked and returned only tensors, tensor lists and None).
 void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
@@ -30,6 +52,12 @@ void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std
     } else {
       meta_stack.push_back(map_tensors(stack[i], to_meta));
     }
+  }
+  std::optional<DropNondeterminismAlerts> drop;
+  std::optional<c10::WarningUtils::WarningHandlerGuard> drop_guard;
+  if (at::globalContext().deterministicAlgorithms()) {
+    drop.emplace(c10::WarningUtils::get_warning_handler());
+    drop_guard.emplace(&*drop);
   }
   try {
     op.callBoxed(&meta_stack);
@@ -130,6 +158,14 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
       if (!input.is_contiguous(input.suggest_memory_format())) plan->out_op.reset();
     }
     if (plan->out_op && is_refused_out_overload(*plan->out_op)) plan->out_op.reset();
+    if (single_tensors && !plan->out_op && rets.size() == 1 && !returns_shaped_by_cpu(schema) &&
+        stack[first].isTensor() && is_vdev_tensor(stack[first].toTensor())) {
+      const MetaTensor self = describe(stack[first].toTensor());
+      const MetaTensor& out = plan->returns[0].tensors[0];
+      if (self.sizes == out.sizes && self.strides == out.strides && self.dtype == out.dtype) {
+        plan->inplace_op = inplace_variant_of(op);
+      }
+    }
   } else {
     const auto& sargs = schema.arguments();
     for (std::size_t j = 0; j < sargs.size(); ++j) {

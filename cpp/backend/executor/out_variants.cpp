@@ -26,11 +26,36 @@ bool is_out_variant(const c10::FunctionSchema& f, const c10::FunctionSchema& o) 
   return true;
 }
 
+bool is_inplace_variant(const c10::FunctionSchema& f, const c10::FunctionSchema& i) {
+  const auto& fa = f.arguments();
+  const auto& ia = i.arguments();
+  if (i.name() != f.name() + "_" || i.overload_name() != f.overload_name() ||
+      ia.size() != fa.size() || fa.empty() || f.returns().size() != 1 || i.returns().size() != 1) {
+    return false;
+  }
+  for (std::size_t k = 0; k < fa.size(); ++k) {
+    if (fa[k].name() != ia[k].name() || *fa[k].type() != *ia[k].type()) return false;
+  }
+  const c10::AliasInfo* self = ia[0].alias_info();
+  const c10::AliasInfo* ret = i.returns()[0].alias_info();
+  return fa[0].name() == "self" && self != nullptr && self->isWrite() && ret != nullptr &&
+         ret->beforeSets() == self->beforeSets();
+}
+
 struct Cache {
   std::mutex mu;
   bool indexed = false;
   std::unordered_map<std::string, std::vector<c10::OperatorName>> overloads;  // by op name
   std::unordered_map<c10::OperatorName, std::optional<c10::OperatorHandle>> found;
+  std::unordered_map<c10::OperatorName, std::optional<c10::OperatorHandle>> found_inplace;
+
+  void index() {
+    if (indexed) return;
+    for (const c10::OperatorName& n : c10::Dispatcher::singleton().getAllOpNames()) {
+      overloads[n.name].push_back(n);
+    }
+    indexed = true;
+  }
 };
 
 Cache& cache() {
@@ -63,12 +88,7 @@ std::optional<c10::OperatorHandle> out_variant_of(const c10::OperatorHandle& op)
   const c10::OperatorName& name = op.operator_name();
   auto hit = c.found.find(name);
   if (hit != c.found.end()) return hit->second;
-  if (!c.indexed) {
-    for (const c10::OperatorName& n : c10::Dispatcher::singleton().getAllOpNames()) {
-      c.overloads[n.name].push_back(n);
-    }
-    c.indexed = true;
-  }
+  c.index();
   std::optional<c10::OperatorHandle> result;
   auto it = c.overloads.find(name.name);
   if (it != c.overloads.end()) {
@@ -81,6 +101,21 @@ std::optional<c10::OperatorHandle> out_variant_of(const c10::OperatorHandle& op)
     }
   }
   c.found.emplace(name, result);
+  return result;
+}
+
+std::optional<c10::OperatorHandle> inplace_variant_of(const c10::OperatorHandle& op) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  const c10::OperatorName& name = op.operator_name();
+  auto hit = c.found_inplace.find(name);
+  if (hit != c.found_inplace.end()) return hit->second;
+  std::optional<c10::OperatorHandle> result;
+  auto handle = c10::Dispatcher::singleton().findSchema({name.name + "_", name.overload_name});
+  if (handle && handle->hasSchema() && is_inplace_variant(op.schema(), handle->schema())) {
+    result = handle;
+  }
+  c.found_inplace.emplace(name, result);
   return result;
 }
 

@@ -1,4 +1,5 @@
-// out= overloads of functional operators, and the ones that refused the outputs they were given.
+// out= overloads (and in-place siblings) of functional operators, and the out= overloads that
+// refused the outputs they were given.
 //
 // A schema O is the out variant of F when they share the operator name, O's leading arguments are
 // F's arguments (same names and types, same order), and the rest are exactly one mutable Tensor
@@ -24,6 +25,13 @@
 namespace vdev::backend {
 
 std::optional<c10::OperatorHandle> out_variant_of(const c10::OperatorHandle& op);
+
+// The in-place sibling of a functional operator that has no out= overload (aten::relu ->
+// aten::relu_): the same overload name, `self` first and written, the other arguments the same,
+// one return aliasing `self`. When the functional result has exactly self's metadata, the kernel
+// can run as copy_ into the pre-allocated output and the in-place kernel on it, which writes the
+// device bytes directly (no CPU temporary, no second copy).
+std::optional<c10::OperatorHandle> inplace_variant_of(const c10::OperatorHandle& op);
 
 // Whether `e`, thrown by an out= kernel, says it refused its outputs.
 bool out_overload_refused(const c10::Error& e);

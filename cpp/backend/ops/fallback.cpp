@@ -24,6 +24,7 @@
 #include "backend/ops/aliased_call.h"
 #include "backend/ops/device_rules.h"
 #include "backend/ops/empty_inputs.h"
+#include "backend/ops/nondeterministic_alerts.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
 
@@ -47,6 +48,7 @@ void key_generator_argument(const c10::OperatorHandle& op, torch::jit::Stack* st
 void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::optional<c10::Device> device = check_operator_devices(op, *stack);
   check_like_cpu_when_inputs_are_empty(op, *stack);
+  alert_where_cuda_is_nondeterministic(op, *stack);
   const c10::OptionalDeviceGuard guard(device);
   const bool overlapping = device && device->has_index() && written_arguments_overlap(op, *stack);
   if (!overlapping && device && device->has_index() && try_enqueue_operator(op, stack, *device)) {

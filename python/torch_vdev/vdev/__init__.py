@@ -304,7 +304,8 @@ def set_sync_debug_mode(debug_mode: int | str) -> None:
         modes = {"default": 0, "warn": 1, "error": 2}
         if debug_mode not in modes:
             raise RuntimeError(
-                f"invalid value of debug_mode {debug_mode!r}, expected one of `default`, `warn`, `error`"
+                f"invalid value of debug_mode {debug_mode!r}, "
+                "expected one of `default`, `warn`, `error`"
             )
         debug_mode = modes[debug_mode]
     _C._set_sync_debug_mode(int(debug_mode))
