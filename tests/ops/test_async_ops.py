@@ -226,8 +226,8 @@ ASYNC_OPS = {
     "roll": lambda a, b, c, ix: a.roll(2, 1),
     "linear": lambda a, b, c, ix: torch.nn.functional.linear(a, b.t()),
     "gelu": lambda a, b, c, ix: torch.nn.functional.gelu(a),
-    # relu has no out= overload: its in-place sibling runs on a copy in the output
-    # (LaunchPlan::inplace_op) when the output has self's layout, the functional kernel otherwise.
+    # relu.out is only ATen's generated composite: relu_ runs on a copy in the output
+    # (LaunchPlan::inplace_op) when the output has self's layout, relu.out otherwise.
     "relu": lambda a, b, c, ix: torch.relu(a - 0.5),
     "relu_transposed": lambda a, b, c, ix: torch.relu(a.t()),
     "relu_expanded": lambda a, b, c, ix: torch.relu(a[:1].expand(3, 5)),

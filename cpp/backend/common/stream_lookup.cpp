@@ -3,7 +3,6 @@
 #include <c10/util/Exception.h>
 
 #include "backend/common/check.h"
-#include "backend/common/sync_debug.h"
 #include "runtime/device.h"
 
 namespace vdev::backend {
@@ -32,8 +31,7 @@ c10::Stream to_c10(const vdev::rt::Stream& s) {
       static_cast<c10::StreamId>(s.id()));
 }
 
-void sync_current_stream(c10::Device device, const char* operation) {
-  note_synchronizing_operation(operation);
+void sync_current_stream(c10::Device device) {
   VDEV_RT(current_runtime_stream(checked_device_index(device, "synchronize")).synchronize());
 }
 

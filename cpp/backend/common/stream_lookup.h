@@ -27,7 +27,7 @@ vdev::rt::Stream& current_runtime_stream(c10::DeviceIndex device);
 c10::Stream to_c10(const vdev::rt::Stream& s);
 // Waits for the work queued on the current stream of `device`: operators that still run
 // synchronously on the calling thread call it first, so they are ordered after queued work.
-// `operation` names the caller for the sync debug mode (common/sync_debug.h).
-void sync_current_stream(c10::Device device, const char* operation);
+// Callers report the wait first (note_synchronizing_operation, common/sync_debug.h).
+void sync_current_stream(c10::Device device);
 
 }  // namespace vdev::backend

@@ -7,8 +7,8 @@
 namespace vdev::backend {
 namespace {
 
-std::atomic<int>& mode_flag() {
-  static std::atomic<int> mode{static_cast<int>(SyncDebugMode::kDisabled)};
+std::atomic<SyncDebugMode>& mode_flag() {
+  static std::atomic<SyncDebugMode> mode{SyncDebugMode::kDisabled};
   return mode;
 }
 
@@ -22,16 +22,16 @@ QuietSynchronizations::~QuietSynchronizations() { --quiet_depth; }
 void set_sync_debug_mode(int mode) {
   TORCH_CHECK(mode >= 0 && mode <= 2, "invalid value of debug_mode ", mode,
               ", expected one of 0 (default), 1 (warn), 2 (error)");
-  mode_flag().store(mode, std::memory_order_relaxed);
+  mode_flag().store(static_cast<SyncDebugMode>(mode), std::memory_order_relaxed);
 }
 
-int sync_debug_mode() { return mode_flag().load(std::memory_order_relaxed); }
+int sync_debug_mode() { return static_cast<int>(mode_flag().load(std::memory_order_relaxed)); }
 
 void note_synchronizing_operation(const char* operation) {
-  const int mode = mode_flag().load(std::memory_order_relaxed);
-  if (C10_LIKELY(mode == static_cast<int>(SyncDebugMode::kDisabled)) || quiet_depth > 0) return;
+  const SyncDebugMode mode = mode_flag().load(std::memory_order_relaxed);
+  if (C10_LIKELY(mode == SyncDebugMode::kDisabled) || quiet_depth > 0) return;
   // CUDA's message (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync), naming the operation.
-  if (mode == static_cast<int>(SyncDebugMode::kError)) {
+  if (mode == SyncDebugMode::kError) {
     TORCH_CHECK(false, "called a synchronizing vdev operation: ", operation);
   }
   TORCH_WARN("called a synchronizing vdev operation: ", operation);

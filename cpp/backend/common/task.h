@@ -5,6 +5,7 @@
 // enqueue_task() therefore wraps every backend task so that it
 //   - runs below autograd and ADInplaceOrView (the host already did the autograd work), whatever
 //     the host's grad mode, inference mode or autocast state was;
+//   - drops the nondeterminism alerts of CPU's kernels (common/alert_filter.h);
 //   - uses the intra-op thread count of the queueing thread (torch.set_num_threads): ATen's
 //     OpenMP/MKL thread counts are per thread, and a worker started before set_num_threads would
 //     otherwise keep the default and oversubscribe the cores when several streams run at once.
@@ -18,6 +19,7 @@
 
 #include <utility>
 
+#include "backend/common/alert_filter.h"
 #include "backend/common/check.h"
 #include "backend/common/export.h"
 #include "runtime/stream.h"
@@ -34,6 +36,7 @@ void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn) {
   VDEV_RT(stream.enqueue(name, [fn = std::forward<F>(fn), threads]() mutable {
     use_intra_op_threads(threads);
     at::AutoDispatchBelowADInplaceOrView below_autograd;
+    const SilenceNondeterminismAlerts alerted_on_the_host;  // see common/alert_filter.h
     fn();
   }));
 }

@@ -1,11 +1,8 @@
 #include "backend/executor/launch_plan.h"
 
-#include <ATen/Context.h>
 #include <ATen/ops/empty_strided.h>
-#include <c10/util/Exception.h>
 
-#include <optional>
-
+#include "backend/common/alert_filter.h"
 #include "backend/executor/cpu_shaped_returns.h"
 #include "backend/executor/eligibility.h"
 #include "backend/executor/out_variants.h"
@@ -22,24 +19,6 @@ at::Tensor to_meta(const at::Tensor& t) {
   return m;
 }
 
-// Python meta functions take a meta tensor for a CUDA one (device_hint() in
-// torch/_meta_registrations.py) and repeat CUDA's nondeterminism alerts (histc, median): with
-// warn_only=True the plan of a first call would warn a second time. vdev alerts at the call
-// (ops/nondeterministic_alerts.h); planning drops theirs and passes every other warning on.
-class DropNondeterminismAlerts : public c10::WarningHandler {
- public:
-  explicit DropNondeterminismAlerts(c10::WarningHandler* next) : next_(next) {}
-  void process(const c10::Warning& warning) override {
-    if (warning.msg().find("does not have a deterministic implementation") != std::string::npos) {
-      return;
-    }
-    next_->process(warning);
-  }
-
- private:
-  c10::WarningHandler* next_;
-};
-
 // Runs the operator on meta versions of its arguments and records its outputs' metadata in
 // `result` (result.ok: whether it worked and returned only tensors, tensor lists and None).
 void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
@@ -53,12 +32,10 @@ void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std
       meta_stack.push_back(map_tensors(stack[i], to_meta));
     }
   }
-  std::optional<DropNondeterminismAlerts> drop;
-  std::optional<c10::WarningUtils::WarningHandlerGuard> drop_guard;
-  if (at::globalContext().deterministicAlgorithms()) {
-    drop.emplace(c10::WarningUtils::get_warning_handler());
-    drop_guard.emplace(&*drop);
-  }
+  // Meta functions may repeat CUDA's nondeterminism alerts, which vdev raised at the call. Those
+  // written in C++ are dropped here; Python ones (histc, median: device_hint() takes a meta tensor
+  // for a CUDA one) warn through their own binding's handler, which this cannot reach.
+  const SilenceNondeterminismAlerts alerted_at_the_call;
   try {
     op.callBoxed(&meta_stack);
   } catch (const std::exception&) {
@@ -158,12 +135,19 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
       if (!input.is_contiguous(input.suggest_memory_format())) plan->out_op.reset();
     }
     if (plan->out_op && is_refused_out_overload(*plan->out_op)) plan->out_op.reset();
-    if (single_tensors && !plan->out_op && rets.size() == 1 && !returns_shaped_by_cpu(schema) &&
-        stack[first].isTensor() && is_vdev_tensor(stack[first].toTensor())) {
+    // An out= overload without a CPU kernel of its own is ATen's generated composite (relu.out):
+    // the functional kernel into a temporary, then a copy. The in-place sibling on a copy of self
+    // in the output does the same work without the temporary.
+    const bool composite_out =
+        plan->out_op && !plan->out_op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
+    if (single_tensors && (!plan->out_op || composite_out) && rets.size() == 1 &&
+        !returns_shaped_by_cpu(schema) && stack[first].isTensor() &&
+        is_vdev_tensor(stack[first].toTensor())) {
       const MetaTensor self = describe(stack[first].toTensor());
       const MetaTensor& out = plan->returns[0].tensors[0];
       if (self.sizes == out.sizes && self.strides == out.strides && self.dtype == out.dtype) {
         plan->inplace_op = inplace_variant_of(op);
+        if (plan->inplace_op) plan->out_op.reset();
       }
     }
   } else {

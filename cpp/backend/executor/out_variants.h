@@ -26,11 +26,12 @@ namespace vdev::backend {
 
 std::optional<c10::OperatorHandle> out_variant_of(const c10::OperatorHandle& op);
 
-// The in-place sibling of a functional operator that has no out= overload (aten::relu ->
-// aten::relu_): the same overload name, `self` first and written, the other arguments the same,
-// one return aliasing `self`. When the functional result has exactly self's metadata, the kernel
-// can run as copy_ into the pre-allocated output and the in-place kernel on it, which writes the
-// device bytes directly (no CPU temporary, no second copy).
+// The in-place sibling of a functional operator (aten::relu -> aten::relu_), used when it has no
+// out= overload or only ATen's generated composite one (relu.out): the same overload name, `self`
+// first and written, the other arguments the same, one return aliasing `self`. When the functional
+// result has exactly self's metadata, the kernel can run as copy_ into the pre-allocated output and
+// the in-place kernel on it, which writes the device bytes directly (no CPU temporary, no second
+// copy).
 std::optional<c10::OperatorHandle> inplace_variant_of(const c10::OperatorHandle& op);
 
 // Whether `e`, thrown by an out= kernel, says it refused its outputs.

@@ -1,5 +1,7 @@
 #include "backend/executor/plan_cache.h"
 
+#include <ATen/Context.h>
+
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
@@ -112,6 +114,10 @@ bool plan_cache_key(std::string& k, const c10::FunctionSchema& op, const torch::
   k.push_back('.');
   k.append(op.overload_name());
   k.push_back('\0');
+  // Meta functions written for CUDA raise CUDA's nondeterminism alerts in deterministic mode
+  // (meta_median_mode_dim for torch.mode): a plan that failed then must not stand for calls made
+  // with the mode off.
+  k.push_back(at::globalContext().deterministicAlgorithms() ? 'D' : 'N');
   for (std::size_t i = first; i < first + n; ++i) {
     if (!put_value(k, stack[i])) return false;
   }

@@ -9,6 +9,7 @@
 
 #include "backend/common/check.h"
 #include "backend/common/stream_lookup.h"
+#include "backend/common/sync_debug.h"
 #include "backend/memory/device_cache.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
@@ -79,8 +80,8 @@ class VdevAllocator final : public c10::DeviceAllocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     const int device = vdev::rt::pointer_device(src);  // queued work may still write src
     if (device >= 0) {
-      sync_current_stream(c10::Device(kVdev, static_cast<c10::DeviceIndex>(device)),
-                          "storage copy");
+      note_synchronizing_operation("storage copy");
+      sync_current_stream(c10::Device(kVdev, static_cast<c10::DeviceIndex>(device)));
     }
     vdev::rt::memcpy_device_to_device(dest, src, count);
   }

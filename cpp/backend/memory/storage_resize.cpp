@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "backend/common/check.h"
+#include "backend/common/sync_debug.h"
 #include "backend/memory/allocator.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
@@ -24,7 +25,11 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   }
   const c10::DeviceGuard guard(device);  // the allocator allocates on the current device
   const bool has_bytes = old_nbytes > 0 && storage->data() != nullptr;
-  if (has_bytes) VDEV_RT(vdev::rt::synchronize_device(device.index()));
+  if (has_bytes) {
+    // A wait CUDA does not make (its copy is queued): reported, see common/sync_debug.h.
+    note_synchronizing_operation("resize_ growing a storage");
+    VDEV_RT(vdev::rt::synchronize_device(device.index()));
+  }
   c10::Allocator* alloc = storage->allocator() ? storage->allocator() : device_allocator();
   c10::DataPtr fresh = alloc->allocate(nbytes);
   const std::size_t keep = std::min(old_nbytes, nbytes);

@@ -47,7 +47,7 @@ bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::
 
 void run_on_shared_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                            c10::Device device) {
-  sync_current_stream(device, op.schema().name().c_str());
+  sync_current_stream(device);        // reported by its caller (fallback.cpp)
   const QuietSynchronizations quiet;  // its copies back are part of this one operation
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
   const c10::FunctionSchema& schema = op.schema();

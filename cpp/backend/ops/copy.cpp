@@ -111,8 +111,10 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   vdev::rt::Stream& stream = current_runtime_stream(src.device().index());
   if (!non_blocking || !is_pinned_ptr(dst.data_ptr())) {
-    note_synchronizing_operation(non_blocking ? "copy_ from device to pageable host memory"
-                                              : "copy_ from device to host, non_blocking=False");
+    // CUDA reports only the blocking copy: non_blocking into pageable memory is a cudaMemcpyAsync
+    // that the driver completes before returning, without warn_or_error_on_sync.
+    if (!non_blocking)
+      note_synchronizing_operation("copy_ from device to host, non_blocking=False");
     VDEV_RT(stream.synchronize());
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_device_to_host(dst.data_ptr(), src.data_ptr(), dst.nbytes());
@@ -193,7 +195,8 @@ at::Tensor vdev_copy_from_and_resize(const at::Tensor& self, const at::Tensor& d
 
 at::Scalar vdev_local_scalar_dense(const at::Tensor& self) {
   // A host read of a device value waits, as on CUDA.
-  sync_current_stream(self.device(), "aten::_local_scalar_dense (.item())");
+  note_synchronizing_operation("aten::_local_scalar_dense (.item())");
+  sync_current_stream(self.device());
   return at::_local_scalar_dense(cpu_alias(self));
 }
 

@@ -17,6 +17,7 @@
 
 #include <optional>
 
+#include "backend/common/alert_filter.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/executor/enqueue.h"
@@ -54,13 +55,17 @@ void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   if (!overlapping && device && device->has_index() && try_enqueue_operator(op, stack, *device)) {
     return;
   }
+  // Synchronous from here on: reported (and in "error" mode refused) before drawing from the
+  // device's generator or waiting.
+  if (device) note_synchronizing_operation(op.schema().name().c_str());
   key_generator_argument(op, stack, device);
+  const SilenceNondeterminismAlerts alerted_at_the_call;  // CPU's kernel would repeat vdev's
   if (overlapping) {
     run_on_shared_aliases(op, stack, *device);
     return;
   }
   // Synchronous path: computes on the calling thread, so first wait for queued work.
-  if (device) sync_current_stream(*device, op.schema().name().c_str());
+  if (device) sync_current_stream(*device);
   const QuietSynchronizations quiet;  // its copies to and from the host were just noted with it
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }

@@ -120,7 +120,8 @@ const std::unordered_map<std::string, Rule>& rules() {
          const c10::IValue& w = a["weights"];
          return !w.isNone() && w.toTensor().defined() ? "_bincount_cuda" : nullptr;
        }},
-      // Sorting.cpp: the forms that return indices (.dim and .dim_values)
+      // Sorting.cpp: the forms that return indices (.dim is CompositeExplicitAutograd over
+      // .dim_values, which reaches vdev; the full reductions have no "dim" argument)
       {"aten::median",
        [](const Args& a) -> const char* {
          return a.has("dim") ? "median CUDA with indices output" : nullptr;
@@ -134,9 +135,9 @@ const std::unordered_map<std::string, Rule>& rules() {
        [](const Args&) -> const char* { return "grid_sampler_2d_backward_cuda"; }},
       {"aten::grid_sampler_3d_backward",
        [](const Args&) -> const char* { return "grid_sampler_3d_backward_cuda"; }},
-      // TensorAdvancedIndexing.cpp: put_ alerts for a CUDA tensor whatever `accumulate` is
+      // TensorAdvancedIndexing.cpp: put_ alerts for a CUDA tensor whatever `accumulate` is (put,
+      // CompositeExplicitAutograd, and take's backward reach it through put_)
       {"aten::put_", [](const Args&) -> const char* { return "put_"; }},
-      {"aten::put", [](const Args&) -> const char* { return "put_"; }},
       // Indexing.cu: every reduction
       {"aten::index_reduce", [](const Args&) -> const char* { return "index_reduce_cuda"; }},
       {"aten::index_reduce_", [](const Args&) -> const char* { return "index_reduce_cuda"; }},

@@ -6,8 +6,12 @@
 // every at::globalContext().alertNotDeterministic() call of ATen's CUDA kernels with its
 // condition and CUDA's own caller string, so messages and PyTorch's tests' expectations match.
 // Where PyTorch's Python front end takes a deterministic decomposition for CUDA tensors only
-// (F.pad replicate, F.max_pool3d: `input.is_cuda`), the CUDA program never reaches the alerting
-// kernel, so vdev does not alert for those either.
+// (F.pad with mode="replicate": `input.is_cuda or input.is_xpu` in torch/nn/functional.py), the
+// CUDA program never reaches the alerting kernel, so vdev does not alert either. max_pool3d's
+// backward is not listed: torch 2.13's use_deterministic_algorithms documentation lists MaxPool3d
+// among the operations that act deterministically on CUDA (F.max_pool3d with return_indices=True
+// decomposes for CUDA tensors); whether max_pool3d_with_indices_backward_cuda still alerts when
+// reached directly was not verified on a GPU.
 //
 // Thread rules: called on the host thread that dispatches the operator; the table is immutable.
 #pragma once

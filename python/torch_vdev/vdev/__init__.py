@@ -298,7 +298,9 @@ def set_sync_debug_mode(debug_mode: int | str) -> None:
     ``Stream.synchronize()``, an operator with a data-dependent result such as ``nonzero``);
     ``"error"`` or 2: a ``RuntimeError`` there instead, before anything waits. The message names
     the operation. ``torch.vdev.synchronize()`` and ``Event.synchronize()`` are explicit and never
-    warn, as on CUDA.
+    warn, as on CUDA. Unlike CUDA, it also reports the waits vdev makes where CUDA would not (an
+    operator vdev still runs on the host, a storage growing under ``resize_``): finding those is
+    what it is for.
     """
     if isinstance(debug_mode, str):
         modes = {"default": 0, "warn": 1, "error": 2}
@@ -308,7 +310,12 @@ def set_sync_debug_mode(debug_mode: int | str) -> None:
                 "expected one of `default`, `warn`, `error`"
             )
         debug_mode = modes[debug_mode]
-    _C._set_sync_debug_mode(int(debug_mode))
+    elif isinstance(debug_mode, bool) or not isinstance(debug_mode, int):
+        raise RuntimeError(
+            f"invalid argument to set_sync_debug_mode: {debug_mode!r}, expected one of "
+            "`default`, `warn`, `error`, 0, 1, 2"
+        )
+    _C._set_sync_debug_mode(debug_mode)
 
 
 def get_sync_debug_mode() -> int:
