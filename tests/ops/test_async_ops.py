@@ -171,6 +171,32 @@ def test_convolutions_forward_and_backward_match_cpu(device):
     assert xv.grad.shape == x.shape
 
 
+def test_convolution_shapes_are_cached_per_signature_and_errors_still_raise_at_the_call():
+    # vdev caches the meta convolution's output sizes by everything it reads; each argument that
+    # changes the shape, or makes it invalid, gives CPU's answer, also after a cached call.
+    F = torch.nn.functional
+    x = torch.randn(1, 4, 9, 9)
+    w = torch.randn(6, 2, 3, 3)
+    wt = torch.randn(4, 3, 3, 3)  # transposed: (in, out / groups, kh, kw)
+    calls = [
+        lambda x, w, wt: F.conv2d(x, w, groups=2),
+        lambda x, w, wt: F.conv2d(x, w, groups=2, stride=2),
+        lambda x, w, wt: F.conv2d(x, w, groups=2, padding=2, dilation=2),
+        lambda x, w, wt: F.conv2d(x[:, :, :7], w, groups=2),
+        lambda x, w, wt: F.conv_transpose2d(x, wt, groups=2, output_padding=1, stride=2),
+    ]
+    for _ in range(2):
+        for call in calls:
+            got = call(x.to("vdev"), w.to("vdev"), wt.to("vdev"))
+            torch.testing.assert_close(got.cpu(), call(x, w, wt))
+        with pytest.raises(RuntimeError, match=r"expected input\[1, 4, 9, 9\] to have 3 channels"):
+            F.conv2d(x.to("vdev"), w.to("vdev")[:, :1].repeat(1, 3, 1, 1), groups=1)
+        with pytest.raises(
+            RuntimeError, match="Kernel size can't be greater than actual input size"
+        ):
+            F.conv2d(x[:, :, :2, :2].to("vdev"), w.to("vdev"), groups=2)
+
+
 def test_output_metadata_follows_every_argument_also_when_cached():
     # The executor caches meta-kernel results by signature; the second round is served from it.
     cpu = torch.arange(12.0).reshape(3, 4)
@@ -226,8 +252,8 @@ ASYNC_OPS = {
     "roll": lambda a, b, c, ix: a.roll(2, 1),
     "linear": lambda a, b, c, ix: torch.nn.functional.linear(a, b.t()),
     "gelu": lambda a, b, c, ix: torch.nn.functional.gelu(a),
-    # relu.out is only ATen's generated composite: relu_ runs on a copy in the output
-    # (LaunchPlan::inplace_op) when the output has self's layout, relu.out otherwise.
+    # relu runs as clamp_min.out(self, 0), CPU's own definition of relu (out_variants.h), in every
+    # layout.
     "relu": lambda a, b, c, ix: torch.relu(a - 0.5),
     "relu_transposed": lambda a, b, c, ix: torch.relu(a.t()),
     "relu_expanded": lambda a, b, c, ix: torch.relu(a[:1].expand(3, 5)),

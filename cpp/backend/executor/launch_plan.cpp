@@ -135,19 +135,14 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
       if (!input.is_contiguous(input.suggest_memory_format())) plan->out_op.reset();
     }
     if (plan->out_op && is_refused_out_overload(*plan->out_op)) plan->out_op.reset();
-    // An out= overload without a CPU kernel of its own is ATen's generated composite (relu.out):
-    // the functional kernel into a temporary, then a copy. The in-place sibling on a copy of self
-    // in the output does the same work without the temporary.
+    // An out= overload without a CPU kernel of its own is ATen's generated composite (relu.out:
+    // the functional kernel into a temporary, then a copy); an equivalent out= kernel is better.
     const bool composite_out =
         plan->out_op && !plan->out_op->hasKernelForDispatchKey(c10::DispatchKey::CPU);
-    if (single_tensors && (!plan->out_op || composite_out) && rets.size() == 1 &&
-        !returns_shaped_by_cpu(schema) && stack[first].isTensor() &&
-        is_vdev_tensor(stack[first].toTensor())) {
-      const MetaTensor self = describe(stack[first].toTensor());
-      const MetaTensor& out = plan->returns[0].tensors[0];
-      if (self.sizes == out.sizes && self.strides == out.strides && self.dtype == out.dtype) {
-        plan->inplace_op = inplace_variant_of(op);
-        if (plan->inplace_op) plan->out_op.reset();
+    if (single_tensors && (!plan->out_op || composite_out)) {
+      if (std::optional<EquivalentOut> eq = equivalent_out_kernel(op, stack, first)) {
+        plan->out_op = eq->op;
+        plan->out_extra_args = std::move(eq->extra_args);
       }
     }
   } else {

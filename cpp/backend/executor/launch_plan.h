@@ -46,10 +46,7 @@ struct LaunchPlan {
   bool all_fresh = false;                     // every return is a fresh output
   std::vector<std::size_t> out_args;          // kwarg-only written tensor arguments (out= ops)
   std::optional<c10::OperatorHandle> out_op;  // out= overload for all-fresh single-tensor returns
-  // Instead of out_op when that is missing or only ATen's generated composite: the in-place
-  // sibling, when the one return has exactly `self`'s metadata (the task copies self into the
-  // output and runs it there; out_variants.h).
-  std::optional<c10::OperatorHandle> inplace_op;
+  std::vector<c10::IValue> out_extra_args;    // passed to out_op after the operator's arguments
   // The Generator argument of a random operator: the task computes with an engine keyed by the
   // draw reserved when it is queued (backend/random/generator.h), never with this argument.
   std::optional<std::size_t> generator_arg;

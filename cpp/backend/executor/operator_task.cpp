@@ -67,7 +67,6 @@ OperatorTask OperatorTask::capture(const c10::OperatorHandle& op,
   if (p.all_fresh && !outputs.empty()) {
     task.fresh_outputs_ = true;
     task.use_out_op_ = p.out_op.has_value() && !p.out_refused.load(std::memory_order_relaxed);
-    task.use_inplace_op_ = !task.use_out_op_ && p.inplace_op.has_value();
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       const c10::IValue& o = outputs[i];
       if (o.isTensor() && is_vdev_tensor(o.toTensor())) {
@@ -106,6 +105,7 @@ void OperatorTask::run() {
   if (use_out_op_) {
     // Separate alias objects: an out= kernel may resize them before failing, and `outputs` must
     // keep the device allocations' metadata for the fallback below.
+    for (const c10::IValue& v : plan_->out_extra_args) stack.push_back(v);
     for (const auto& o : outputs) stack.push_back(at::alias(o.toTensor()));
     try {
       plan_->out_op->callBoxed(&stack);
@@ -115,13 +115,6 @@ void OperatorTask::run() {
       refuse(*plan_->out_op);  // use the functional form from now on
     }
     stack = made;
-  }
-  if (use_inplace_op_) {
-    at::Tensor out = outputs[0].toTensor();  // self's metadata: see LaunchPlan::inplace_op
-    out.copy_(stack[0].toTensor());
-    stack[0] = out;
-    plan_->inplace_op->callBoxed(&stack);
-    return;
   }
   op_.callBoxed(&stack);
   copy_results(outputs, stack);

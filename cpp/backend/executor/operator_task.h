@@ -59,7 +59,6 @@ class OperatorTask {
   c10::OperatorHandle op_;                  // as called: functional, in-place or out=
   std::shared_ptr<const LaunchPlan> plan_;  // out_op, out_args, out_refused
   bool use_out_op_ = false;                 // all outputs fresh and plan_->out_op usable
-  bool use_inplace_op_ = false;  // else: copy self into the output, run plan_->inplace_op
   // The arguments: snapshots of CPU tensors and other values; vdev tensors are made into CPU
   // aliases on the worker from arg_specs_ (position, spec), or, inside tensor lists, on the host.
   torch::jit::Stack args_;

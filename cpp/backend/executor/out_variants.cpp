@@ -26,28 +26,11 @@ bool is_out_variant(const c10::FunctionSchema& f, const c10::FunctionSchema& o) 
   return true;
 }
 
-bool is_inplace_variant(const c10::FunctionSchema& f, const c10::FunctionSchema& i) {
-  const auto& fa = f.arguments();
-  const auto& ia = i.arguments();
-  if (i.name() != f.name() + "_" || i.overload_name() != f.overload_name() ||
-      ia.size() != fa.size() || fa.empty() || f.returns().size() != 1 || i.returns().size() != 1) {
-    return false;
-  }
-  for (std::size_t k = 0; k < fa.size(); ++k) {
-    if (fa[k].name() != ia[k].name() || *fa[k].type() != *ia[k].type()) return false;
-  }
-  const c10::AliasInfo* self = ia[0].alias_info();
-  const c10::AliasInfo* ret = i.returns()[0].alias_info();
-  return fa[0].name() == "self" && self != nullptr && self->isWrite() && ret != nullptr &&
-         ret->beforeSets() == self->beforeSets();
-}
-
 struct Cache {
   std::mutex mu;
   bool indexed = false;
   std::unordered_map<std::string, std::vector<c10::OperatorName>> overloads;  // by op name
   std::unordered_map<c10::OperatorName, std::optional<c10::OperatorHandle>> found;
-  std::unordered_map<c10::OperatorName, std::optional<c10::OperatorHandle>> found_inplace;
 
   void index() {
     if (indexed) return;
@@ -104,19 +87,18 @@ std::optional<c10::OperatorHandle> out_variant_of(const c10::OperatorHandle& op)
   return result;
 }
 
-std::optional<c10::OperatorHandle> inplace_variant_of(const c10::OperatorHandle& op) {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
+std::optional<EquivalentOut> equivalent_out_kernel(const c10::OperatorHandle& op,
+                                                   const torch::jit::Stack& stack,
+                                                   std::size_t first) {
   const c10::OperatorName& name = op.operator_name();
-  auto hit = c.found_inplace.find(name);
-  if (hit != c.found_inplace.end()) return hit->second;
-  std::optional<c10::OperatorHandle> result;
-  auto handle = c10::Dispatcher::singleton().findSchema({name.name + "_", name.overload_name});
-  if (handle && handle->hasSchema() && is_inplace_variant(op.schema(), handle->schema())) {
-    result = handle;
+  if (name.name != "aten::relu" || !name.overload_name.empty()) return std::nullopt;
+  if (!stack[first].isTensor() || stack[first].toTensor().scalar_type() == at::kBool) {
+    return std::nullopt;
   }
-  c.found_inplace.emplace(name, result);
-  return result;
+  static const std::optional<c10::OperatorHandle> clamp_min_out =
+      c10::Dispatcher::singleton().findSchema({"aten::clamp_min", "out"});
+  if (!clamp_min_out) return std::nullopt;
+  return EquivalentOut{*clamp_min_out, {c10::IValue(c10::Scalar(0))}};
 }
 
 bool out_overload_refused(const c10::Error& e) {

@@ -1,5 +1,5 @@
-// out= overloads (and in-place siblings) of functional operators, and the out= overloads that
-// refused the outputs they were given.
+// out= overloads of functional operators (and equivalent out= kernels), and the ones that refused
+// the outputs they were given.
 //
 // A schema O is the out variant of F when they share the operator name, O's leading arguments are
 // F's arguments (same names and types, same order), and the rest are exactly one mutable Tensor
@@ -18,21 +18,26 @@
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
 #include <c10/util/Exception.h>
 
 #include <optional>
+#include <vector>
 
 namespace vdev::backend {
 
 std::optional<c10::OperatorHandle> out_variant_of(const c10::OperatorHandle& op);
 
-// The in-place sibling of a functional operator (aten::relu -> aten::relu_), used when it has no
-// out= overload or only ATen's generated composite one (relu.out): the same overload name, `self`
-// first and written, the other arguments the same, one return aliasing `self`. When the functional
-// result has exactly self's metadata, the kernel can run as copy_ into the pre-allocated output and
-// the in-place kernel on it, which writes the device bytes directly (no CPU temporary, no second
-// copy).
-std::optional<c10::OperatorHandle> inplace_variant_of(const c10::OperatorHandle& op);
+// An out= kernel that computes exactly what `op` computes on these arguments, given `extra_args`
+// after op's own: CPU's relu is clamp_min(self, 0) (aten/src/ATen/native/Activation.cpp), so relu
+// (but not of bool, which relu rejects) runs as clamp_min.out, one pass over the bytes.
+struct EquivalentOut {
+  c10::OperatorHandle op;
+  std::vector<c10::IValue> extra_args;
+};
+std::optional<EquivalentOut> equivalent_out_kernel(const c10::OperatorHandle& op,
+                                                   const torch::jit::Stack& stack,
+                                                   std::size_t first);
 
 // Whether `e`, thrown by an out= kernel, says it refused its outputs.
 bool out_overload_refused(const c10::Error& e);

@@ -1,6 +1,7 @@
 // Convolutions on vdev. ATen routes convolutions of backends it does not know to
 // convolution_overrideable / convolution_backward_overrideable; these kernels make them tasks on
-// the current stream: output shapes come from the meta convolution, and the task runs the CPU
+// the current stream: output shapes come from the meta convolution (cached per call signature),
+// and the task runs the CPU
 // convolution on CPU aliases of the device bytes, copying its result into the outputs (the CPU
 // convolution kernels have no out= form).
 #include <ATen/core/Tensor.h>
@@ -13,6 +14,9 @@
 
 #include <array>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backend/common/cpu_view.h"
@@ -35,6 +39,54 @@ at::Tensor meta_like(const at::Tensor& t) {
 
 at::Tensor alias_or_undefined(const at::Tensor& t) { return t.defined() ? cpu_alias(t) : t; }
 
+// The output sizes of a convolution, from the meta convolution once per call signature: it also
+// checks the arguments (CPU's errors at the call), and costs more than the rest of the host's
+// work for a convolution. The key holds everything the meta convolution reads.
+class OutputSizes {
+ public:
+  std::vector<int64_t> of(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                          const ConvParams& p) {
+    std::string key;
+    auto put = [&key](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+    for (const at::Tensor* t : {&input, &weight, &bias}) {
+      put(t->defined() ? static_cast<int64_t>(t->scalar_type()) : -1);
+      if (!t->defined()) continue;
+      put(t->dim());
+      for (int64_t s : t->sizes()) put(s);
+      for (int64_t s : t->strides()) put(s);
+    }
+    for (const std::vector<int64_t>* v : {&p.stride, &p.padding, &p.dilation, &p.output_padding}) {
+      put(static_cast<int64_t>(v->size()));
+      for (int64_t x : *v) put(x);
+    }
+    put(p.transposed ? 1 : 0);
+    put(p.groups);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = sizes_.find(key);
+      if (it != sizes_.end()) return it->second;
+    }
+    const at::Tensor shape = at::convolution(
+        meta_like(input), meta_like(weight),
+        bias.defined() ? std::optional<at::Tensor>(meta_like(bias)) : std::nullopt, p.stride,
+        p.padding, p.dilation, p.transposed, p.output_padding, p.groups);  // raises for bad input
+    std::vector<int64_t> sizes = shape.sizes().vec();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sizes_.size() >= 4096) sizes_.clear();
+    sizes_.emplace(std::move(key), sizes);
+    return sizes;
+  }
+
+ private:
+  std::mutex mu_;
+  std::unordered_map<std::string, std::vector<int64_t>> sizes_;
+};
+
+OutputSizes& output_sizes() {
+  static OutputSizes* cache = new OutputSizes;  // leaked: used until exit
+  return *cache;
+}
+
 // The memory format CUDA gives a convolution's output and gradients
 // (cudnn_conv_suggest_memory_format in aten/src/ATen/native/ConvUtils.h; CPU's
 // mkldnn_conv_use_channels_last agrees): channels-last when the input or the weight is.
@@ -56,14 +108,10 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
   check_same_device("wrapper_PrivateUse1__convolution_overrideable",
                     {{"input", &input}, {"weight", &weight}, {"bias", &bias}});
   const c10::DeviceGuard guard(input.device());
-  const at::Tensor shape =
-      at::convolution(meta_like(input), meta_like(weight),
-                      bias.defined() ? std::optional<at::Tensor>(meta_like(bias)) : std::nullopt,
-                      stride, padding, dilation, transposed, output_padding, groups);
-  at::Tensor out =
-      at::empty(shape.sizes(), input.options().memory_format(conv_memory_format(input, weight)));
   ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
                output_padding.vec(), transposed,    groups};
+  at::Tensor out = at::empty(output_sizes().of(input, weight, bias, p),
+                             input.options().memory_format(conv_memory_format(input, weight)));
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
   enqueue_task(stream, "aten::convolution_overrideable",
                [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),
