@@ -13,12 +13,13 @@ SilenceNondeterminismAlerts::~SilenceNondeterminismAlerts() {
   c10::WarningUtils::set_warning_handler(previous_);
 }
 
-void SilenceNondeterminismAlerts::process(const c10::Warning& warning) {
+bool is_nondeterminism_alert(const c10::Warning& warning) {
   // at::Context::alertNotDeterministic's wording (aten/src/ATen/Context.cpp).
-  if (warning.msg().find("does not have a deterministic implementation") != std::string::npos) {
-    return;
-  }
-  previous_->process(warning);
+  return warning.msg().find("does not have a deterministic implementation") != std::string::npos;
+}
+
+void SilenceNondeterminismAlerts::process(const c10::Warning& warning) {
+  if (!is_nondeterminism_alert(warning)) previous_->process(warning);
 }
 
 }  // namespace vdev::backend

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include "backend/common/check.h"
+#include "backend/common/worker_warnings.h"
 #include "runtime/device.h"
 
 namespace vdev::backend {
@@ -32,7 +33,8 @@ c10::Stream to_c10(const vdev::rt::Stream& s) {
 }
 
 void sync_current_stream(c10::Device device) {
-  VDEV_RT(current_runtime_stream(checked_device_index(device, "synchronize")).synchronize());
+  vdev::rt::Stream& stream = current_runtime_stream(checked_device_index(device, "synchronize"));
+  wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
 }
 
 }  // namespace vdev::backend

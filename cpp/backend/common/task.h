@@ -5,7 +5,7 @@
 // enqueue_task() therefore wraps every backend task so that it
 //   - runs below autograd and ADInplaceOrView (the host already did the autograd work), whatever
 //     the host's grad mode, inference mode or autocast state was;
-//   - drops the nondeterminism alerts of CPU's kernels (common/alert_filter.h);
+//   - keeps the warnings its kernel raises, for the host to re-raise (common/worker_warnings.h);
 //   - uses the intra-op thread count of the queueing thread (torch.set_num_threads): ATen's
 //     OpenMP/MKL thread counts are per thread, and a worker started before set_num_threads would
 //     otherwise keep the default and oversubscribe the cores when several streams run at once.
@@ -19,9 +19,9 @@
 
 #include <utility>
 
-#include "backend/common/alert_filter.h"
 #include "backend/common/check.h"
 #include "backend/common/export.h"
+#include "backend/common/worker_warnings.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
@@ -33,10 +33,11 @@ VDEV_BACKEND_API void use_intra_op_threads(int threads);
 template <typename F>
 void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn) {
   const int threads = at::get_num_threads();
-  VDEV_RT(stream.enqueue(name, [fn = std::forward<F>(fn), threads]() mutable {
+  VDEV_RT(stream.enqueue(name, [fn = std::forward<F>(fn), threads, name, device = stream.device(),
+                                id = stream.id()]() mutable {
     use_intra_op_threads(threads);
     at::AutoDispatchBelowADInplaceOrView below_autograd;
-    const SilenceNondeterminismAlerts alerted_on_the_host;  // see common/alert_filter.h
+    const CaptureWorkerWarnings warnings(name, device, id);  // re-raised on the host
     fn();
   }));
 }

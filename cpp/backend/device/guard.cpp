@@ -8,6 +8,7 @@
 #include "backend/common/check.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
+#include "backend/common/worker_warnings.h"
 #include "backend/device/events.h"
 #include "backend/memory/allocator.h"
 #include "runtime/device.h"
@@ -102,11 +103,11 @@ bool VdevGuardImpl::queryStream(const c10::Stream& s) const {
 void VdevGuardImpl::synchronizeStream(const c10::Stream& s) const {
   vdev::rt::Stream& rs = runtime_stream(s);
   note_synchronizing_operation("Stream.synchronize");  // as CUDAStream::synchronize
-  VDEV_RT(rs.synchronize());
+  wait_then_reraise_warnings([&] { VDEV_RT(rs.synchronize()); });
 }
 
 void VdevGuardImpl::synchronizeDevice(c10::DeviceIndex device_index) const {
-  VDEV_RT(vdev::rt::synchronize_device(device_index));
+  wait_then_reraise_warnings([&] { VDEV_RT(vdev::rt::synchronize_device(device_index)); });
 }
 
 void VdevGuardImpl::recordDataPtrOnStream(const c10::DataPtr& data_ptr,
@@ -143,7 +144,7 @@ bool VdevGuardImpl::queryEvent(void* event) const {
 
 void VdevGuardImpl::synchronizeEvent(void* event) const {
   if (event == nullptr) return;
-  VDEV_RT(as_event(event)->synchronize());
+  wait_then_reraise_warnings([&] { VDEV_RT(as_event(event)->synchronize()); });
 }
 
 void VdevGuardImpl::destroyEvent(void* event, c10::DeviceIndex) const noexcept {

@@ -8,6 +8,7 @@
 
 #include "backend/common/check.h"
 #include "backend/common/sync_debug.h"
+#include "backend/common/worker_warnings.h"
 #include "backend/memory/allocator.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
@@ -28,7 +29,7 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   if (has_bytes) {
     // A wait CUDA does not make (its copy is queued): reported, see common/sync_debug.h.
     note_synchronizing_operation("resize_ growing a storage");
-    VDEV_RT(vdev::rt::synchronize_device(device.index()));
+    wait_then_reraise_warnings([&] { VDEV_RT(vdev::rt::synchronize_device(device.index())); });
   }
   c10::Allocator* alloc = storage->allocator() ? storage->allocator() : device_allocator();
   c10::DataPtr fresh = alloc->allocate(nbytes);

@@ -33,6 +33,7 @@
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/common/task.h"
+#include "backend/common/worker_warnings.h"
 #include "backend/memory/host_allocator.h"
 #include "backend/memory/retained_memory.h"
 #include "backend/memory/storage_resize.h"
@@ -80,7 +81,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
   const bool src_pinned = is_pinned_ptr(src.data_ptr());
   if (!non_blocking) {
     note_synchronizing_operation("copy_ from host to device, non_blocking=False");
-    VDEV_RT(stream.synchronize());
+    wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_host_to_device(dst.data_ptr(), src.data_ptr(), dst.nbytes());
     } else {
@@ -115,7 +116,7 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
     // that the driver completes before returning, without warn_or_error_on_sync.
     if (!non_blocking)
       note_synchronizing_operation("copy_ from device to host, non_blocking=False");
-    VDEV_RT(stream.synchronize());
+    wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_device_to_host(dst.data_ptr(), src.data_ptr(), dst.nbytes());
     } else {

@@ -286,8 +286,21 @@ def get_device_capability(device: Any = None) -> tuple[int, int]:
 
 def synchronize(device: Any = None) -> None:
     """Waits for all work queued on every stream of ``device`` (default: the current device), and
-    raises the first error a task on one of them reported."""
-    _C._synchronize(_get_device_index(device, optional=True, fn="synchronize"))
+    raises the first error a task on one of them reported. Warnings the finished kernels raised
+    are issued here (as at every synchronization point)."""
+    try:
+        _C._synchronize(_get_device_index(device, optional=True, fn="synchronize"))
+    finally:
+        _reraise_worker_warnings()
+
+
+def _reraise_worker_warnings() -> None:
+    """Issues the warnings of queued kernels as PyTorch issues a C++ warning (same category,
+    message and "Triggered internally at" suffix)."""
+    for message, deprecation, file, line, verbatim in _C._take_worker_warnings():
+        if not verbatim:
+            message += f" (Triggered internally at {file}:{line}.)"
+        warnings.warn(message, DeprecationWarning if deprecation else UserWarning, stacklevel=3)
 
 
 def set_sync_debug_mode(debug_mode: int | str) -> None:
