@@ -1,5 +1,8 @@
 #include "runtime/config.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -32,6 +35,39 @@ bool parse_unsigned(const std::string& digits, unsigned long long* out) {
   return true;
 }
 
+// Whether `bytes` of address space can be reserved now (no memory is committed: PROT_NONE,
+// MAP_NORESERVE), the way the arenas reserve theirs (runtime/arena.h).
+bool can_reserve(unsigned long long bytes) {
+  if (bytes > std::numeric_limits<std::size_t>::max()) return false;
+  void* p = mmap(nullptr, static_cast<std::size_t>(bytes), PROT_NONE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return false;
+  munmap(p, static_cast<std::size_t>(bytes));
+  return true;
+}
+
+// Every device reserves two views of its memory (runtime/arena.h): a size the machine cannot
+// map would report the devices available and then fail every allocation, so it is refused here,
+// naming the largest size that fits (found by bisection over reservations).
+void check_address_space(const Config& c) {
+  constexpr unsigned long long kGranule = 2ULL << 20;  // the arenas' 2 MiB granularity
+  const unsigned long long views = 2ULL * static_cast<unsigned long long>(c.device_count);
+  const unsigned long long max_granules =
+      std::numeric_limits<unsigned long long>::max() / views / kGranule;
+  const unsigned long long want =
+      std::min<unsigned long long>((c.device_memory + kGranule - 1) / kGranule, max_granules);
+  if (want * kGranule >= c.device_memory && can_reserve(want * kGranule * views)) return;
+  unsigned long long fits = 0, fails = want;  // in granules per device
+  while (fails - fits > 1) {
+    const unsigned long long mid = fits + (fails - fits) / 2;
+    (can_reserve(mid * kGranule * views) ? fits : fails) = mid;
+  }
+  fail<std::invalid_argument>("config", "VDEV_DEVICE_MEMORY of ", c.device_memory,
+                              " bytes is more than this machine can reserve for ", c.device_count,
+                              " device(s), two views of each device's memory: at most ",
+                              (fits * kGranule) >> 30, " GiB per device");
+}
+
 struct Loaded {
   Config config{kDefaultDeviceCount, kDefaultDeviceMemory, false};
   std::optional<std::string> error;
@@ -55,6 +91,7 @@ const Loaded& loaded() {
         }
         l.config.launch_blocking = s == "1";
       }
+      check_address_space(l.config);
     } catch (const std::exception& e) {
       l.error = e.what();
     }

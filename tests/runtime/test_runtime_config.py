@@ -1,5 +1,7 @@
 """Runtime layer: environment configuration and its parsers."""
 
+import re
+
 import pytest
 
 from conftest import run_python
@@ -72,6 +74,9 @@ def test_default_configuration_is_two_devices_of_4GiB():
         ({"VDEV_DEVICE_COUNT": "0"}, "VDEV_DEVICE_COUNT='0'"),
         ({"VDEV_DEVICE_COUNT": "100"}, "VDEV_DEVICE_COUNT='100'"),
         ({"VDEV_DEVICE_MEMORY": "lots"}, "VDEV_DEVICE_MEMORY='lots'"),
+        # More than any machine's address space (two views per device): refused at configuration,
+        # not reported available and then failing every allocation.
+        ({"VDEV_DEVICE_MEMORY": "100000TiB"}, "more than this machine can reserve"),
     ],
 )
 def test_malformed_environment_keeps_import_safe_and_fails_clearly_on_use(env, needle):
@@ -98,3 +103,21 @@ def test_malformed_environment_keeps_import_safe_and_fails_clearly_on_use(env, n
     assert r.returncode == 0, r.stdout + r.stderr
     errors = [line for line in r.stdout.splitlines() if line.startswith("ERR")]
     assert len(errors) == 2 and all(needle in line for line in errors), r.stdout
+
+
+def test_the_largest_device_memory_the_refusal_names_works():
+    refused = run_python(
+        "import torch\ntry:\n    torch.zeros(1, device='vdev')\nexcept RuntimeError as e:\n"
+        "    print(e)\n",
+        env={"VDEV_DEVICE_MEMORY": "100000TiB"},
+    )
+    match = re.search(r"at most (\d+) GiB per device", refused.stdout)
+    assert match, refused.stdout + refused.stderr
+    largest = int(match.group(1))
+    r = run_python(
+        "import torch\nx = torch.ones(1024, device='vdev')\n"
+        "print(torch.vdev.get_device_properties(0).total_memory, (x * 2).sum().item())\n",
+        env={"VDEV_DEVICE_MEMORY": f"{largest}GiB"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [str(largest << 30), "2048.0"]
