@@ -5,6 +5,8 @@
 
 #include <exception>
 
+#include "runtime/errors.h"
+
 namespace nb = nanobind;
 
 namespace vdev::bindings {
@@ -23,6 +25,10 @@ void translate_c10_error(const std::exception_ptr& p, void*) {
     PyErr_SetString(PyExc_NotImplementedError, e.what_without_backtrace());
   } catch (const c10::Error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
+  } catch (const rt::NotImplemented& e) {  // a queued kernel's NotImplementedError
+    PyErr_SetString(PyExc_NotImplementedError, e.what());
+  } catch (const rt::TypeMismatch& e) {  // a queued kernel's TypeError
+    PyErr_SetString(PyExc_TypeError, e.what());
   }
 }
 

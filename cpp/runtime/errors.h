@@ -26,6 +26,28 @@ class VDEV_RT_API OutOfMemory : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The kinds of error a task can report besides std::out_of_range (IndexError) and
+// std::invalid_argument (ValueError), so that the layer above raises the Python type the kernel
+// raised (backend/common/check.h maps them).
+class VDEV_RT_API NotImplemented : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class VDEV_RT_API TypeMismatch : public std::runtime_error {  // Python's TypeError
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What kind of exception a failed task threw: kept with its message so it is rethrown as the
+// same type on the host.
+enum class ErrorKind { kRuntime, kIndex, kValue, kNotImplemented, kType, kOutOfMemory };
+
+// The kind of the exception in flight (call from a catch block).
+VDEV_RT_API ErrorKind current_error_kind() noexcept;
+
+// Throws `message` as an exception of `kind`.
+[[noreturn]] VDEV_RT_API void throw_error(ErrorKind kind, const std::string& message);
+
 namespace detail {
 template <typename... Args>
 std::string cat(const Args&... args) {

@@ -104,11 +104,19 @@ Stream::Stream(int device, std::int64_t id, int priority)
     : device_(device), id_(id), priority_(priority) {}
 
 void Stream::throw_pending_error_locked(std::unique_lock<std::mutex>& lock) {
-  if (!error_) return;
-  std::string message = std::move(*error_);
-  error_.reset();
+  if (errors_.empty()) return;
+  const ErrorKind kind = errors_.front().kind;
+  std::string message = std::move(errors_.front().message);
+  const std::size_t later = errors_.size() - 1 + errors_not_kept_;
+  if (later > 0) {
+    message += detail::cat("; and ", later, " later error(s) on this stream:");
+    for (std::size_t i = 1; i < errors_.size(); ++i) message += " " + errors_[i].message + ";";
+    if (errors_not_kept_ > 0) message += detail::cat(" and ", errors_not_kept_, " more");
+  }
+  errors_.clear();
+  errors_not_kept_ = 0;
   lock.unlock();
-  throw std::runtime_error(message);
+  throw_error(kind, message);
 }
 
 void Stream::enqueue(const char* name, TaskFn fn) {
@@ -153,7 +161,8 @@ void Stream::wait_for(std::uint64_t target) noexcept {
 
 std::optional<std::string> Stream::peek_error() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return error_;
+  if (errors_.empty()) return std::nullopt;
+  return errors_.front().message;
 }
 
 void Stream::start_worker_locked() {
@@ -214,15 +223,30 @@ void Stream::worker_loop() {
 void Stream::run(Item& item) noexcept {
   try {
     item.fn();
-  } catch (const std::exception& e) {
-    std::lock_guard<std::mutex> elock(mu_);
-    if (!error_) {
-      error_ =
-          detail::cat("[", item.name, "] ", e.what(), " (on vdev:", device_, " stream ", id_, ")");
-    }
   } catch (...) {
-    std::lock_guard<std::mutex> elock(mu_);
-    if (!error_) error_ = detail::cat("[", item.name, "] unknown error");
+    std::string what = "unknown error";
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    const ErrorKind kind = current_error_kind();
+    try {
+      std::string message =
+          detail::cat("[", item.name, "] ", what, " (on vdev:", device_, " stream ", id_, ")");
+      std::lock_guard<std::mutex> elock(mu_);
+      if (errors_.size() < kMaxKeptErrors) {
+        errors_.push_back(TaskError{kind, std::move(message)});
+      } else {
+        ++errors_not_kept_;
+      }
+    } catch (...) {
+      // Out of memory while recording an error: count it, never lose that there was one.
+      std::lock_guard<std::mutex> elock(mu_);
+      ++errors_not_kept_;
+      if (errors_.empty()) errors_.push_back(TaskError{kind, {}});
+    }
   }
 }
 
@@ -286,16 +310,23 @@ Stream& exchange_current_stream(Stream& s) {
 void synchronize_device(int device) {
   check_device_index(device, "synchronize");
   DeviceStreams* ds = device_streams(device);
-  std::optional<std::string> first;
+  // Every failed stream is reported: the first one's error, of its kind, names the others.
+  std::optional<ErrorKind> kind;
+  std::string message;
   ds->for_each([&](Stream* s) {
     if (s->enqueued_count() == 0) return;
     try {
       s->synchronize();
-    } catch (const std::runtime_error& e) {
-      if (!first) first = e.what();
+    } catch (const std::exception& e) {
+      if (!kind) {
+        kind = current_error_kind();
+        message = e.what();
+      } else {
+        message += detail::cat("; another stream failed too: ", e.what());
+      }
     }
   });
-  if (first) throw std::runtime_error(*first);
+  if (kind) throw_error(*kind, message);
 }
 
 void wait_device_idle(int device) noexcept {

@@ -19,10 +19,12 @@
 // VDEV_LAUNCH_BLOCKING=1 (runtime/config.h) makes enqueue() wait for the task, so its error is
 // thrown by the enqueue of the operation that caused it.
 //
-// Errors: a task that throws never kills the worker. The first error is kept (later ones are
-// dropped) and thrown on the host, once, by the next synchronize() or enqueue() on that stream (the
-// enqueued task is then not queued), as std::runtime_error "[op] message (on vdev:D stream S)".
-// Later tasks still run. Events recorded after the failure carry it to the streams that wait on
+// Errors: a task that throws never kills the worker. Its error is kept with its kind (IndexError,
+// ValueError, ... : runtime/errors.h) and thrown on the host, once, by the next synchronize() or
+// enqueue() on that stream (the enqueued task is then not queued), as the same kind of exception
+// with the message "[op] message (on vdev:D stream S)". Errors of later tasks are not dropped: the
+// one thrown lists them after the first (up to kMaxKeptErrors, then a count). Later tasks still
+// run. Events recorded after the failure carry it to the streams that wait on
 // them (runtime/event.h).
 //
 // Ownership and lifetime: streams are created on first use and never destroyed (leaked on purpose:
@@ -47,6 +49,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/errors.h"
 #include "runtime/export.h"
 
 namespace vdev::rt {
@@ -109,12 +112,18 @@ class VDEV_RT_API Stream {
   const int priority_;
 
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;   // the worker waits for work
-  std::condition_variable done_cv_;   // host threads wait for completion
-  std::deque<Item> queue_;            // guarded by mu_
-  std::optional<std::string> error_;  // guarded by mu_
-  bool worker_running_ = false;       // guarded by mu_
-  bool worker_sleeping_ = false;      // guarded by mu_
+  std::condition_variable work_cv_;  // the worker waits for work
+  std::condition_variable done_cv_;  // host threads wait for completion
+  std::deque<Item> queue_;           // guarded by mu_
+  struct TaskError {
+    ErrorKind kind;
+    std::string message;
+  };
+  static constexpr std::size_t kMaxKeptErrors = 8;
+  std::vector<TaskError> errors_;  // guarded by mu_; the first kMaxKeptErrors since the last throw
+  std::size_t errors_not_kept_ = 0;  // guarded by mu_
+  bool worker_running_ = false;      // guarded by mu_
+  bool worker_sleeping_ = false;     // guarded by mu_
   std::atomic<std::uint64_t> enqueued_{0};
   std::atomic<std::uint64_t> completed_{0};
   static constexpr std::uint64_t kNoWaiter = ~std::uint64_t{0};

@@ -38,7 +38,11 @@ void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn) {
     use_intra_op_threads(threads);
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     const CaptureWorkerWarnings warnings(name, device, id);  // re-raised on the host
-    fn();
+    try {
+      fn();
+    } catch (const c10::Error&) {
+      rethrow_as_runtime_error();  // the host raises the same Python type
+    }
   }));
 }
 

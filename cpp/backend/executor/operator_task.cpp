@@ -81,14 +81,7 @@ OperatorTask OperatorTask::capture(const c10::OperatorHandle& op,
   return task;
 }
 
-void OperatorTask::operator()() {
-  try {
-    run();
-  } catch (const c10::Error& e) {
-    // The stream names the operator; keep the message, not the C++ backtrace.
-    throw std::runtime_error(e.what_without_backtrace());
-  }
-}
+void OperatorTask::operator()() { run(); }  // enqueue_task maps its errors
 
 void OperatorTask::run() {
   const torch::jit::Stack made = make_args();
