@@ -39,6 +39,24 @@ using Rule = const char* (*)(const Args&);
 
 bool index_is_empty(const Args& a) { return a["index"].toTensor().numel() == 0; }
 
+// Rules shared by an operator's functional and in-place names.
+const char* median_with_indices(const Args& a) {
+  return a.has("dim") ? "median CUDA with indices output" : nullptr;
+}
+
+const char* scatter_with_reduce(const Args& a) {  // reduce is "add" or "multiply"
+  if (!a.has("reduce") || !a.has("src") || index_is_empty(a)) return nullptr;
+  const bool integral =
+      at::isIntegralType(a["self"].toTensor().scalar_type(), /*includeBool=*/true);
+  return a["reduce"].toStringRef() == "multiply" || integral ? "scatter_reduce_cuda_kernel"
+                                                             : nullptr;
+}
+
+const char* scatter_reduce_prod(const Args& a) {
+  return a["reduce"].toStringRef() == "prod" && !index_is_empty(a) ? "scatter_reduce_cuda_prod_"
+                                                                   : nullptr;
+}
+
 // Decided by ATen's CUDA sources (aten/src/ATen/native/cuda/ unless said otherwise); each entry
 // names the kernel file. Operators are matched by name; the overloads listed in the comments all
 // reach the same kernel.
@@ -122,14 +140,8 @@ const std::unordered_map<std::string, Rule>& rules() {
        }},
       // Sorting.cpp: the forms that return indices (.dim is CompositeExplicitAutograd over
       // .dim_values, which reaches vdev; the full reductions have no "dim" argument)
-      {"aten::median",
-       [](const Args& a) -> const char* {
-         return a.has("dim") ? "median CUDA with indices output" : nullptr;
-       }},
-      {"aten::nanmedian",
-       [](const Args& a) -> const char* {
-         return a.has("dim") ? "median CUDA with indices output" : nullptr;
-       }},
+      {"aten::median", &median_with_indices},
+      {"aten::nanmedian", &median_with_indices},
       // GridSampler.cu
       {"aten::grid_sampler_2d_backward",
        [](const Args&) -> const char* { return "grid_sampler_2d_backward_cuda"; }},
@@ -143,34 +155,10 @@ const std::unordered_map<std::string, Rule>& rules() {
       {"aten::index_reduce_", [](const Args&) -> const char* { return "index_reduce_cuda"; }},
       // ScatterGatherKernel.cu, reached from scatter_impl (TensorAdvancedIndexing.cpp), which
       // takes a deterministic index_put path instead for sum and mean of non-integral tensors.
-      {"aten::scatter",  // .reduce, .reduce_out (a src tensor): reduce is "add" or "multiply"
-       [](const Args& a) -> const char* {
-         if (!a.has("reduce") || !a.has("src") || index_is_empty(a)) return nullptr;
-         const bool integral =
-             at::isIntegralType(a["self"].toTensor().scalar_type(), /*includeBool=*/true);
-         return a["reduce"].toStringRef() == "multiply" || integral ? "scatter_reduce_cuda_kernel"
-                                                                    : nullptr;
-       }},
-      {"aten::scatter_",
-       [](const Args& a) -> const char* {
-         if (!a.has("reduce") || !a.has("src") || index_is_empty(a)) return nullptr;
-         const bool integral =
-             at::isIntegralType(a["self"].toTensor().scalar_type(), /*includeBool=*/true);
-         return a["reduce"].toStringRef() == "multiply" || integral ? "scatter_reduce_cuda_kernel"
-                                                                    : nullptr;
-       }},
-      {"aten::scatter_reduce",  // .two, .two_out
-       [](const Args& a) -> const char* {
-         return a["reduce"].toStringRef() == "prod" && !index_is_empty(a)
-                    ? "scatter_reduce_cuda_prod_"
-                    : nullptr;
-       }},
-      {"aten::scatter_reduce_",
-       [](const Args& a) -> const char* {
-         return a["reduce"].toStringRef() == "prod" && !index_is_empty(a)
-                    ? "scatter_reduce_cuda_prod_"
-                    : nullptr;
-       }},
+      {"aten::scatter", &scatter_with_reduce},  // .reduce, .reduce_out (a src tensor)
+      {"aten::scatter_", &scatter_with_reduce},
+      {"aten::scatter_reduce", &scatter_reduce_prod},  // .two, .two_out
+      {"aten::scatter_reduce_", &scatter_reduce_prod},
   };
   return *table;
 }
