@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -103,16 +104,27 @@ thread_local std::array<Stream*, kMaxDevices> tls_current{};
 Stream::Stream(int device, std::int64_t id, int priority)
     : device_(device), id_(id), priority_(priority) {}
 
-void Stream::throw_pending_error_locked(std::unique_lock<std::mutex>& lock) {
-  if (errors_.empty()) return;
-  const ErrorKind kind = errors_.front().kind;
-  std::string message = std::move(errors_.front().message);
+std::string Stream::pending_errors_message_locked() const {
+  std::string message = errors_.front().message;
   const std::size_t later = errors_.size() - 1 + errors_not_kept_;
   if (later > 0) {
     message += detail::cat("; and ", later, " later error(s) on this stream:");
     for (std::size_t i = 1; i < errors_.size(); ++i) message += " " + errors_[i].message + ";";
     if (errors_not_kept_ > 0) message += detail::cat(" and ", errors_not_kept_, " more");
   }
+  return message;
+}
+
+std::optional<std::string> Stream::unreported_errors() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (errors_.empty()) return std::nullopt;
+  return pending_errors_message_locked();
+}
+
+void Stream::throw_pending_error_locked(std::unique_lock<std::mutex>& lock) {
+  if (errors_.empty()) return;
+  const ErrorKind kind = errors_.front().kind;
+  std::string message = pending_errors_message_locked();
   errors_.clear();
   errors_not_kept_ = 0;
   lock.unlock();
@@ -356,6 +368,16 @@ void stop_all_streams(std::chrono::milliseconds limit) noexcept {
   for (Stream* s : all) {
     while (s->worker_busy() && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  // An error no synchronize reported would vanish with the process: say so on stderr.
+  for (Stream* s : all) {
+    try {
+      if (std::optional<std::string> errors = s->unreported_errors()) {
+        std::fprintf(stderr, "vdev: queued work failed and no synchronize reported it: %s\n",
+                     errors->c_str());
+      }
+    } catch (...) {  // out of memory at exit: nothing more to say
     }
   }
 }

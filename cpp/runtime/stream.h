@@ -24,8 +24,8 @@
 // enqueue() on that stream (the enqueued task is then not queued), as the same kind of exception
 // with the message "[op] message (on vdev:D stream S)". Errors of later tasks are not dropped: the
 // one thrown lists them after the first (up to kMaxKeptErrors, then a count). Later tasks still
-// run. Events recorded after the failure carry it to the streams that wait on
-// them (runtime/event.h).
+// run. At exit, errors no synchronize reported are printed to stderr (stop_all_streams). Events
+// recorded after the failure carry it to the streams that wait on them (runtime/event.h).
 //
 // Ownership and lifetime: streams are created on first use and never destroyed (leaked on purpose:
 // workers may outlive static destruction at exit, see runtime/process.h). Stream& references stay
@@ -83,6 +83,8 @@ class VDEV_RT_API Stream {
   void synchronize();
   // The pending error without consuming it (events use it to carry errors).
   std::optional<std::string> peek_error() const;
+  // Every pending error, as the next synchronize would throw them, without consuming them.
+  std::optional<std::string> unreported_errors() const;
   // Number of tasks enqueued / finished so far. A pair (stream, enqueued_count()) is a fence: the
   // work queued before it has finished once completed_count() reaches it (the caching allocator
   // uses fences to know when a block used on another stream may be reused).
@@ -106,6 +108,7 @@ class VDEV_RT_API Stream {
   void worker_loop();
   void run(Item& item) noexcept;  // runs one task, keeping its error
   void throw_pending_error_locked(std::unique_lock<std::mutex>& lock);
+  std::string pending_errors_message_locked() const;  // errors_ not empty
 
   const int device_;
   const std::int64_t id_;

@@ -1,5 +1,6 @@
 """Fork and exit: a child forked after vdev is initialised gets a clear error; the interpreter
-exits cleanly (no hang, no crash) with work still queued or blocked."""
+exits cleanly (no hang, no crash) with work still queued or blocked, and prints the errors of
+queued work that no synchronize reported."""
 
 from conftest import run_python
 
@@ -77,3 +78,32 @@ def test_exit_with_queued_and_blocked_work_neither_hangs_nor_crashes():
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "leaving"
     assert "Traceback" not in r.stderr and "terminate" not in r.stderr
+
+
+def test_an_error_no_synchronize_reported_is_printed_at_exit():
+    r = run_python(
+        """
+        import torch
+        ones = torch.ones(3, device="vdev")
+        reported = ones[torch.tensor([7], device="vdev")]  # aten::index: "index 7 is out of bounds"
+        try:
+            torch.vdev.synchronize()
+        except IndexError:
+            print("reported")
+        ones.index_select(0, torch.tensor([5], device="vdev"))  # fails, never synchronized
+        side = torch.vdev.Stream()
+        with torch.vdev.stream(side):
+            torch.relu(torch.ones(2, dtype=torch.bool, device="vdev"))  # fails too
+        print("leaving")
+        """,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["reported", "leaving"]
+    printed = [
+        line for line in r.stderr.splitlines() if line.startswith("vdev: queued work failed")
+    ]
+    assert len(printed) == 2, r.stderr  # one line per stream with unreported errors
+    assert any("[aten::index_select] index out of range" in line for line in printed)
+    assert any("[aten::relu] Boolean inputs not supported" in line for line in printed)
+    assert "index 7 is out of bounds" not in r.stderr  # reported by the synchronize: not again
