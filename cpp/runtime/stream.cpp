@@ -102,10 +102,15 @@ thread_local std::array<Stream*, kMaxDevices> tls_current{};
 }  // namespace
 
 Stream::Stream(int device, std::int64_t id, int priority)
-    : device_(device), id_(id), priority_(priority) {}
+    : device_(device), id_(id), priority_(priority) {
+  errors_.reserve(kMaxKeptErrors);  // keep_error never grows it: it cannot fail to record one
+}
 
 std::string Stream::pending_errors_message_locked() const {
-  std::string message = errors_.front().message;
+  std::string message = errors_.front().message.empty()
+                            ? detail::cat("a task failed on vdev:", device_, " stream ", id_,
+                                          " (its message was lost: out of memory)")
+                            : errors_.front().message;
   const std::size_t later = errors_.size() - 1 + errors_not_kept_;
   if (later > 0) {
     message += detail::cat("; and ", later, " later error(s) on this stream:");
@@ -235,31 +240,25 @@ void Stream::worker_loop() {
 void Stream::run(Item& item) noexcept {
   try {
     item.fn();
+  } catch (const std::exception& e) {
+    keep_error(current_error_kind(), item.name, e.what());
   } catch (...) {
-    std::string what = "unknown error";
-    try {
-      throw;
-    } catch (const std::exception& e) {
-      what = e.what();
-    } catch (...) {
-    }
-    const ErrorKind kind = current_error_kind();
-    try {
-      std::string message =
-          detail::cat("[", item.name, "] ", what, " (on vdev:", device_, " stream ", id_, ")");
-      std::lock_guard<std::mutex> elock(mu_);
-      if (errors_.size() < kMaxKeptErrors) {
-        errors_.push_back(TaskError{kind, std::move(message)});
-      } else {
-        ++errors_not_kept_;
-      }
-    } catch (...) {
-      // Out of memory while recording an error: count it, never lose that there was one.
-      std::lock_guard<std::mutex> elock(mu_);
-      ++errors_not_kept_;
-      if (errors_.empty()) errors_.push_back(TaskError{kind, {}});
-    }
+    keep_error(ErrorKind::kRuntime, item.name, "unknown error");
   }
+}
+
+void Stream::keep_error(ErrorKind kind, const char* name, const char* what) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (errors_.size() >= kMaxKeptErrors) {
+    ++errors_not_kept_;
+    return;
+  }
+  std::string message;
+  try {
+    message = detail::cat("[", name, "] ", what, " (on vdev:", device_, " stream ", id_, ")");
+  } catch (...) {  // out of memory: keep that there was an error, without its message
+  }
+  errors_.push_back(TaskError{kind, std::move(message)});  // within the reserved capacity
 }
 
 void Stream::request_stop() {

@@ -109,6 +109,7 @@ class VDEV_RT_API Stream {
   void run(Item& item) noexcept;  // runs one task, keeping its error
   void throw_pending_error_locked(std::unique_lock<std::mutex>& lock);
   std::string pending_errors_message_locked() const;  // errors_ not empty
+  void keep_error(ErrorKind kind, const char* name, const char* what) noexcept;
 
   const int device_;
   const std::int64_t id_;

@@ -32,8 +32,6 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
-#include <algorithm>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
@@ -165,17 +163,12 @@ TORCH_LIBRARY_IMPL(_, NestedTensorPrivateUse1, m) {
 // NestedTensorCPU kernel is registered explicitly, as it is for CPU (libtorch_cpu is loaded, with
 // its registrations, before this library).
 TORCH_LIBRARY_IMPL(aten, NestedTensorPrivateUse1, m) {
-  static const char* const kViews[] = {
-      "alias",   "chunk",     "detach", "narrow",    "select", "split_with_sizes",
-      "squeeze", "transpose", "unbind", "unsqueeze", "values", "view"};  // registered below
   for (const c10::OperatorName& name : c10::Dispatcher::singleton().getAllOpNames()) {
     auto handle = c10::Dispatcher::singleton().findOp(name);
     if (!handle || !handle->hasKernelForDispatchKey(c10::DispatchKey::NestedTensorCPU)) continue;
+    // Views get ATen's own kernels below; the others are not views.
+    if (name.name.rfind("aten::", 0) != 0 || is_view(handle->schema())) continue;
     const std::string base = name.name.substr(name.name.find("::") + 2);
-    if (name.name.rfind("aten::", 0) != 0 ||
-        std::find(std::begin(kViews), std::end(kViews), base) != std::end(kViews)) {
-      continue;
-    }
     const std::string qualified =
         name.overload_name.empty() ? base : base + "." + name.overload_name;
     m.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&nested_vdev_kernel>());
