@@ -64,6 +64,12 @@ void bind_device(nb::module_& m) {
         return std::make_tuple(p.name, p.total_memory, p.major, p.minor, p.multi_processor_count);
       },
       nb::arg("device"), "(name, total_memory, major, minor, multi_processor_count)");
+  m.def(
+      "_disable_leak_warnings", [] { nb::set_leak_warnings(false); },
+      "Exit with daemon threads inside vdev calls: their objects are leaked on purpose.");
+  m.def("_shutdown", &rt::shutdown_workers, nb::call_guard<nb::gil_scoped_release>(),
+        "Process exit (runtime/process.h): stops the workers after their running tasks, "
+        "abandons queued work and prints errors no synchronize reported. Registered with atexit.");
   m.def("_synchronize", &rt::synchronize_device, nb::arg("device"),
         nb::call_guard<nb::gil_scoped_release>(),
         "Waits for all work queued on every stream of the device.");

@@ -16,6 +16,7 @@
 #include "bindings/errors.h"
 #include "runtime/config.h"
 #include "runtime/memory.h"
+#include "runtime/process.h"
 #include "runtime/stream.h"
 #include "runtime/testing/gate.h"
 
@@ -32,6 +33,15 @@ void bind_runtime(nb::module_& t) {
   t.def("parse_memory_size",
         [](const std::string& s) { return rt::parse_memory_size(s, "VDEV_DEVICE_MEMORY"); });
   t.def("runtime_allocated_bytes", [](int device) { return rt::memory_stats(device).allocated; });
+  t.def(
+      "fail_next_worker_start", [] { rt::detail::fail_next_worker_start.store(true); },
+      "The next stream worker start fails as if its thread could not be created.");
+  t.def(
+      "new_stream", [](int device) { return rt::new_stream(device, 0).id(); },
+      "The id of a brand-new stream of `device` (no worker yet; the pool's are shared).");
+  t.def("fork_lock_count", &rt::testing::fork_lock_count);
+  t.def("hold_fork_lock", &rt::testing::hold_fork_lock, nb::arg("index"), nb::arg("ms"));
+  t.def("held_fork_locks", &rt::testing::held_fork_locks);
   t.def("pointer_device",
         [](std::uintptr_t addr) { return rt::pointer_device(reinterpret_cast<void*>(addr)); });
 }
@@ -45,6 +55,8 @@ void bind_probes(nb::module_& t) {
   t.def("guard_call", &probes::guard_call);
   t.def("worker_intra_op_threads", &probes::worker_intra_op_threads,
         nb::call_guard<nb::gil_scoped_release>());
+  t.def("enqueue_cpu_busy", &probes::enqueue_cpu_busy, nb::arg("device"), nb::arg("stream_id"),
+        nb::arg("seconds"), nb::arg("path"));
   t.def("host_record_event", &probes::host_record_event, nb::arg("ptr"), nb::arg("device"),
         nb::arg("stream_id"),
         "The host allocator's record_event on the pinned memory at `ptr` for (device, stream_id).");

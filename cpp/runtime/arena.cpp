@@ -15,6 +15,7 @@
 
 #include "runtime/config.h"
 #include "runtime/host_access.h"
+#include "runtime/process.h"
 
 namespace vdev::rt::arena {
 namespace {
@@ -77,7 +78,11 @@ struct Arena {
 };
 
 std::array<Arena, kMaxDevices>& arenas() {
-  static auto* a = new std::array<Arena, kMaxDevices>;  // leaked: see the header
+  static auto* a = [] {
+    auto* made = new std::array<Arena, kMaxDevices>;  // leaked: see the header
+    for (Arena& arena : *made) register_fork_lock(&arena.mu, ForkLockLevel::kArenas);
+    return made;
+  }();
   return *a;
 }
 

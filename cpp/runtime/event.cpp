@@ -83,8 +83,9 @@ bool Event::query() const {
 void Event::synchronize() const {
   auto m = latest();
   if (m == nullptr) return;
-  if (!m->wait())
-    fail<std::runtime_error>("synchronize_event", "the vdev runtime is shutting down");
+  const bool done = m->wait();
+  park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
+  if (!done) fail<std::runtime_error>("synchronize_event", "the vdev runtime is shutting down");
   if (m->error) {
     fail<std::runtime_error>("synchronize_event",
                              "event recorded after a failed operation: ", *m->error);

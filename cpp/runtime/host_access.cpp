@@ -1,5 +1,6 @@
 #include "runtime/host_access.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -45,19 +46,49 @@ void put_dec(std::uintptr_t v) {
   put(p);
 }
 
-// Hands the signal to whoever was there before: restores that action and returns, so that the
-// faulting instruction runs again and faults into it (or into the default action).
+// Hands the signal to whoever was there before, as the kernel would have delivered it:
+// - a handler is called with its own mask added to the blocked set (and the signal itself
+//   unblocked if it asked for SA_NODEFER); SA_RESETHAND makes it a one-shot, as for the kernel.
+//   This handler stays installed: a previous handler that recovers from the fault (a JIT's
+//   guard pages, say) keeps working, and later faults are still diagnosed.
+// - the default action (or SIG_IGN, which the kernel does not honour for a synchronous fault):
+//   restored for the signal, then return, so that the faulting instruction runs again and the
+//   kernel ends the process with the right status and core dump. Nothing else runs after that.
+// Only async-signal-safe calls: sigaction, pthread_sigmask.
 void hand_on(int sig, siginfo_t* info, void* context) {
-  const struct sigaction& prev = sig == SIGBUS ? g_previous_bus : g_previous_segv;
-  if ((prev.sa_flags & SA_SIGINFO) != 0 && prev.sa_sigaction != nullptr) {
-    prev.sa_sigaction(sig, info, context);
+  struct sigaction& prev = sig == SIGBUS ? g_previous_bus : g_previous_segv;
+  const bool has_action =
+      (prev.sa_flags & SA_SIGINFO) != 0
+          ? prev.sa_sigaction != nullptr
+          : prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr;
+  if (!has_action) {
+    struct sigaction dfl;
+    std::memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, nullptr);
     return;
   }
-  if (prev.sa_handler != SIG_DFL && prev.sa_handler != SIG_IGN && prev.sa_handler != nullptr) {
-    prev.sa_handler(sig);
-    return;
+  sigset_t mask = prev.sa_mask;
+  sigset_t old;
+  pthread_sigmask(SIG_BLOCK, &mask, &old);
+  if ((prev.sa_flags & SA_NODEFER) != 0) {
+    sigset_t self;
+    sigemptyset(&self);
+    sigaddset(&self, sig);
+    pthread_sigmask(SIG_UNBLOCK, &self, nullptr);
   }
-  sigaction(sig, &prev, nullptr);  // default action on the re-executed fault
+  const struct sigaction called = prev;
+  if ((prev.sa_flags & SA_RESETHAND) != 0) {  // one-shot: later faults get the default action
+    prev.sa_flags = 0;
+    prev.sa_handler = SIG_DFL;
+  }
+  if ((called.sa_flags & SA_SIGINFO) != 0) {
+    called.sa_sigaction(sig, info, context);
+  } else {
+    called.sa_handler(sig);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
 void on_fault(int sig, siginfo_t* info, void* context) {
@@ -83,9 +114,6 @@ void on_fault(int sig, siginfo_t* info, void* context) {
     }
     put(".\nvdev: device memory is not host-accessible: a data_ptr() of a vdev tensor is a device "
         "address. Copy the tensor to the CPU first (tensor.cpu()).\n");
-    // From here on this fault is fatal: the previous handler or the default action ends it.
-    sigaction(sig, sig == SIGBUS ? &g_previous_bus : &g_previous_segv, nullptr);
-    return;
   }
   hand_on(sig, info, context);
 }
@@ -98,7 +126,9 @@ void install_host_access_diagnostics() noexcept {
     struct sigaction action;
     std::memset(&action, 0, sizeof action);
     action.sa_sigaction = &on_fault;
-    action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    // No SA_NODEFER: a fault inside this handler must not re-enter it (the kernel then ends the
+    // process).
+    action.sa_flags = SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&action.sa_mask);
     sigaction(SIGSEGV, &action, &g_previous_segv);
     sigaction(SIGBUS, &action, &g_previous_bus);

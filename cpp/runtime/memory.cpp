@@ -1,6 +1,7 @@
 #include "runtime/memory.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -30,6 +31,30 @@ struct Table {
   std::mutex mu;
   std::map<std::uintptr_t, Allocation> live;  // keyed by start address, for range lookups
   std::vector<MemoryStats> stats;
+  // `live` for the SIGSEGV diagnostic, which may not take `mu` (a mutex is not
+  // async-signal-safe): writers, under mu, also hold this flag (kWriting) while they change
+  // `live`; the handler reads `live` only if it can swap the flag from kFree to kReading at once.
+  // A writer waits (spins) only while a dying process's handler reads.
+  static constexpr int kFree = 0, kWriting = 1, kReading = 2;
+  std::atomic<int> live_access{kFree};
+};
+
+// Holds Table::live_access for a change of `live` (the caller holds Table::mu).
+class LiveWriter {
+ public:
+  explicit LiveWriter(Table& t) : t_(t) {
+    int expected = Table::kFree;
+    while (!t_.live_access.compare_exchange_weak(expected, Table::kWriting,
+                                                 std::memory_order_acquire)) {
+      expected = Table::kFree;
+    }
+  }
+  ~LiveWriter() { t_.live_access.store(Table::kFree, std::memory_order_release); }
+  LiveWriter(const LiveWriter&) = delete;
+  LiveWriter& operator=(const LiveWriter&) = delete;
+
+ private:
+  Table& t_;
 };
 
 Table& table() {
@@ -37,6 +62,7 @@ Table& table() {
   // caches) after this translation unit's statics would have been destroyed.
   static Table* t = [] {
     auto* tbl = new Table;
+    register_fork_lock(&tbl->mu, ForkLockLevel::kMemoryTable);
     tbl->stats.assign(static_cast<std::size_t>(device_count_noexcept()),
                       MemoryStats{config_error() ? 0 : config().device_memory, 0, 0, 0, 0, 0, 0});
     return tbl;
@@ -70,7 +96,13 @@ void* device_malloc(int device, std::size_t nbytes) {
                       format_bytes(s.capacity - s.allocated), " free, ", format_bytes(s.allocated),
                       " allocated");
   }
-  t.live.emplace(reinterpret_cast<std::uintptr_t>(p), Allocation{size, nbytes, device});
+  try {
+    LiveWriter writing(t);
+    t.live.emplace(reinterpret_cast<std::uintptr_t>(p), Allocation{size, nbytes, device});
+  } catch (...) {  // out of host memory for the table entry: the arena range goes back
+    arena::release(device, p, size);
+    throw;
+  }
   s.allocated += size;
   s.requested += nbytes;
   s.peak_allocated = std::max(s.peak_allocated, s.allocated);
@@ -89,7 +121,10 @@ void device_free(void* ptr) noexcept {
   s.allocated -= a.size;
   s.requested -= a.requested;
   ++s.num_frees;
-  t.live.erase(it);
+  {
+    LiveWriter writing(t);
+    t.live.erase(it);
+  }
   arena::release(a.device, ptr, a.size);
 }
 
@@ -119,16 +154,25 @@ bool device_memory_protected(int device) noexcept {
 }
 
 bool try_find_allocation(std::uintptr_t addr, std::uintptr_t* start, std::size_t* size) noexcept {
+  // In a signal handler: atomics only, never a lock, never a wait.
   Table& t = table();
-  std::unique_lock<std::mutex> lock(t.mu, std::try_to_lock);
-  if (!lock.owns_lock()) return false;  // in a signal handler: never wait
+  int expected = Table::kFree;
+  if (!t.live_access.compare_exchange_strong(expected, Table::kReading,
+                                             std::memory_order_acquire)) {
+    return false;  // being changed right now (by this thread, even): do not look
+  }
+  bool found = false;
   auto it = t.live.upper_bound(addr);
-  if (it == t.live.begin()) return false;
-  --it;
-  if (addr >= it->first + it->second.size) return false;
-  *start = it->first;
-  *size = it->second.size;
-  return true;
+  if (it != t.live.begin()) {
+    --it;
+    if (addr < it->first + it->second.size) {
+      *start = it->first;
+      *size = it->second.size;
+      found = true;
+    }
+  }
+  t.live_access.store(Table::kFree, std::memory_order_release);
+  return found;
 }
 
 MemoryStats memory_stats(int device) {

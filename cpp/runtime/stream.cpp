@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -72,7 +73,12 @@ struct DeviceStreams {
 
 // Leaked on purpose (runtime/process.h): workers may still run during static destruction.
 DeviceStreams* device_streams(int device) {
-  static DeviceStreams* all = new DeviceStreams[kMaxDevices];
+  static DeviceStreams* all = [] {
+    auto* a = new DeviceStreams[kMaxDevices];
+    for (int d = 0; d < kMaxDevices; ++d)
+      register_fork_lock(&a[d].create_mu, ForkLockLevel::kStreamTable);
+    return a;
+  }();
   check_device_index(device, "stream");
   return &all[device];
 }
@@ -101,9 +107,12 @@ thread_local std::array<Stream*, kMaxDevices> tls_current{};
 
 }  // namespace
 
+std::atomic<bool> detail::fail_next_worker_start{false};
+
 Stream::Stream(int device, std::int64_t id, int priority)
     : device_(device), id_(id), priority_(priority) {
   errors_.reserve(kMaxKeptErrors);  // keep_error never grows it: it cannot fail to record one
+  register_fork_lock(&mu_, ForkLockLevel::kStreams);
 }
 
 std::string Stream::pending_errors_message_locked() const {
@@ -138,14 +147,19 @@ void Stream::throw_pending_error_locked(std::unique_lock<std::mutex>& lock) {
 
 void Stream::enqueue(const char* name, TaskFn fn) {
   check_not_forked("enqueue");
-  if (stopping()) fail<std::runtime_error>("enqueue", "the vdev runtime is shutting down");
+  if (stopping()) {
+    park_if_stray_at_exit();
+    fail<std::runtime_error>("enqueue", "the vdev runtime is shutting down");
+  }
   bool wake = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
     throw_pending_error_locked(lock);
+    // The worker first: if its thread cannot be created, nothing is queued or counted (a counted
+    // task without a worker would make every later synchronize wait forever).
+    if (!worker_running_) start_worker_locked();
     queue_.push_back(Item{name, std::move(fn)});
     enqueued_.fetch_add(1);
-    if (!worker_running_) start_worker_locked();
     wake = worker_sleeping_;
   }
   if (wake) work_cv_.notify_one();
@@ -156,7 +170,13 @@ bool Stream::query() const noexcept { return completed_.load() == enqueued_.load
 
 void Stream::synchronize() {
   check_not_forked("synchronize");
-  wait_for(enqueued_.load());
+  const std::uint64_t target = enqueued_.load();
+  wait_for(target);
+  if (completed_.load() < target) {  // only at exit: the work was abandoned
+    fail<std::runtime_error>("synchronize",
+                             "the vdev runtime is shutting down: work queued on vdev:", device_,
+                             " stream ", id_, " was abandoned");
+  }
   std::unique_lock<std::mutex> lock(mu_);
   throw_pending_error_locked(lock);
 }
@@ -174,6 +194,7 @@ void Stream::wait_for(std::uint64_t target) noexcept {
       done_cv_.wait_for(lock, std::chrono::milliseconds(100));  // also polls `stopping`
     }
   }
+  park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
 }
 
 std::optional<std::string> Stream::peek_error() const {
@@ -184,8 +205,21 @@ std::optional<std::string> Stream::peek_error() const {
 
 void Stream::start_worker_locked() {
   mark_initialised();
+  try {
+    if (detail::fail_next_worker_start.exchange(false)) {
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+    }
+    std::thread([this] {
+      mark_worker_thread();
+      worker_loop();
+      if (stopping()) park_forever();  // no thread exit at process exit: see runtime/process.h
+    }).detach();                       // never joined
+  } catch (const std::system_error& e) {
+    fail<std::runtime_error>("enqueue", "cannot start the worker thread of vdev:", device_,
+                             " stream ", id_, ": ", e.what(),
+                             " (too many threads? nothing was queued)");
+  }
   worker_running_ = true;
-  std::thread([this] { worker_loop(); }).detach();  // never joined: see runtime/process.h
 }
 
 void Stream::worker_loop() {
@@ -220,6 +254,7 @@ void Stream::worker_loop() {
     lock.unlock();
     for (Item& item : batch) {
       if (stopping()) break;  // queued work is abandoned at exit
+      running_.store(item.name, std::memory_order_relaxed);
       run(item);
       item.fn = nullptr;  // destroy the captures on this thread, before signalling
       const std::uint64_t done = completed_.fetch_add(1) + 1;
@@ -350,7 +385,7 @@ void wait_device_idle(int device) noexcept {
   ds->for_each([](Stream* s) { s->wait_for(s->enqueued_count()); });
 }
 
-void stop_all_streams(std::chrono::milliseconds limit) noexcept {
+void stop_all_streams() noexcept {
   const int n = device_count_noexcept();
   std::vector<Stream*> all;
   for (int d = 0; d < n; ++d) {
@@ -363,10 +398,17 @@ void stop_all_streams(std::chrono::milliseconds limit) noexcept {
     ds->for_each([&](Stream* s) { all.push_back(s); });
   }
   for (Stream* s : all) s->request_stop();
-  const auto deadline = std::chrono::steady_clock::now() + limit;
+  // Running tasks are waited for without a limit (runtime/process.h): a kernel always ends, and
+  // static destruction under a running kernel crashes. Say what exit waits for, now and then.
+  auto next_report = std::chrono::steady_clock::now() + kExitReportEvery;
   for (Stream* s : all) {
-    while (s->worker_busy() && std::chrono::steady_clock::now() < deadline) {
+    while (s->worker_busy()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (std::chrono::steady_clock::now() >= next_report) {
+        std::fprintf(stderr, "vdev: exit waits for the running task [%s] on vdev:%d stream %lld\n",
+                     s->running_task(), s->device(), static_cast<long long>(s->id()));
+        next_report += kExitReportEvery;
+      }
     }
   }
   // An error no synchronize reported would vanish with the process: say so on stderr.

@@ -61,6 +61,12 @@ inline constexpr int kMaxStreamsPerDevice = 1024;
 inline constexpr std::chrono::microseconds kWorkerSpin{20};
 inline constexpr std::chrono::microseconds kHostSpin{20};
 inline constexpr std::chrono::seconds kWorkerIdleExit{5};
+inline constexpr std::chrono::seconds kExitReportEvery{5};
+
+namespace detail {
+// Testing: the next worker start fails as if the thread could not be created.
+VDEV_RT_API extern std::atomic<bool> fail_next_worker_start;
+}  // namespace detail
 
 using TaskFn = std::function<void()>;
 
@@ -98,6 +104,8 @@ class VDEV_RT_API Stream {
   // whether it is still running one).
   void request_stop();
   bool worker_busy() const noexcept { return busy_.load(); }
+  // The name of the task the worker runs or ran last ("" before the first).
+  const char* running_task() const noexcept { return running_.load(std::memory_order_relaxed); }
 
  private:
   struct Item {
@@ -134,6 +142,7 @@ class VDEV_RT_API Stream {
   // Lowest completion count a sleeping host waiter needs (kNoWaiter: none).
   std::atomic<std::uint64_t> wake_at_{kNoWaiter};
   std::atomic<bool> busy_{false};
+  std::atomic<const char*> running_{""};
 };
 
 // Stream registry. Throw std::out_of_range / std::invalid_argument for a bad device index.
@@ -155,7 +164,8 @@ VDEV_RT_API void synchronize_device(int device);
 // synchronize). For allocators that must know no queued work uses memory they release.
 VDEV_RT_API void wait_device_idle(int device) noexcept;
 
-// Process exit (runtime/process.h): stops every worker, waiting up to `limit` for running tasks.
-void stop_all_streams(std::chrono::milliseconds limit) noexcept;
+// Process exit (runtime/process.h): stops every worker, waits for the running tasks, prints the
+// errors no synchronize reported.
+void stop_all_streams() noexcept;
 
 }  // namespace vdev::rt

@@ -1,15 +1,26 @@
 """One-time registration of the vdev backend with torch (idempotent, thread-safe).
 
 Steps, in order: load the native extension (which registers the kernels, device guard, allocator
-and hooks), rename PrivateUse1 to ``vdev``, install ``torch.vdev``, and generate the
-``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods. Every step either succeeds or raises;
-none of them can fail silently.
+and hooks), rename PrivateUse1 to ``vdev``, install ``torch.vdev``, generate the
+``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, and register the exit handler. Every step
+either succeeds or raises; none of them can fail silently.
 """
 
+import atexit
 import threading
 
 _lock = threading.Lock()
 _registered = False
+
+
+def _at_exit() -> None:
+    from torch_vdev import _C
+
+    if threading.active_count() > 1:
+        # Daemon threads still inside vdev calls park there (cpp/runtime/process.h) and keep
+        # their arguments alive: leaks on purpose, which nanobind would report as refcount bugs.
+        _C._disable_leak_warnings()
+    _C._shutdown()
 
 
 def register() -> None:
@@ -29,4 +40,8 @@ def register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+        # Exit (cpp/runtime/process.h): the workers stop while the interpreter is still whole,
+        # after the user's atexit handlers (registered later, run earlier) and after the
+        # non-daemon threads have been joined.
+        atexit.register(_at_exit)
         _registered = True

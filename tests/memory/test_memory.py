@@ -76,6 +76,24 @@ def test_host_access_to_device_memory_dies_with_a_diagnostic(access, faulthandle
         assert "Fatal Python error: Segmentation fault" in r.stderr
 
 
+def test_a_fault_outside_device_memory_goes_to_the_previous_handler_untouched():
+    r = run_python(
+        """
+        import ctypes, faulthandler
+        import torch
+        faulthandler.enable()  # installed before vdev's handler (the first allocation)
+        x = torch.ones(4, device="vdev")
+        torch.vdev.synchronize()
+        ctypes.string_at(8)  # a host fault that is not in device memory
+        print("survived", flush=True)
+        """
+    )
+    assert "survived" not in r.stdout
+    assert r.returncode == -signal.SIGSEGV, (r.returncode, r.stderr)
+    assert "Fatal Python error: Segmentation fault" in r.stderr  # faulthandler ran
+    assert "vdev:" not in r.stderr  # and vdev said nothing about a fault that is not its own
+
+
 def test_kernels_and_copies_reach_the_bytes_the_host_cannot():
     x = torch.arange(10.0, device="vdev")
     y = (x * 2).cpu()

@@ -70,3 +70,43 @@ def test_a_device_wide_synchronize_reports_every_failed_stream():
     assert f"stream {first.stream_id})" in message and f"stream {second.stream_id})" in message
     assert "another stream failed too" in message
     torch.vdev.synchronize()
+
+
+def test_a_worker_thread_that_cannot_start_raises_and_queues_nothing():
+    from torch_vdev import _testing as rt
+
+    s = torch.vdev.Stream(  # brand new: no worker yet (the pool's streams may have one)
+        stream_id=rt.new_stream(0),
+        device_index=0,
+        device_type=torch.vdev.current_stream().device_type,
+    )
+    x = torch.ones(4, device=DEV)
+    rt.fail_next_worker_start()
+    with torch.vdev.stream(s):
+        with pytest.raises(RuntimeError, match="cannot start the worker thread of vdev:0 stream"):
+            y = x * 3
+        # Nothing was counted: the stream is idle and synchronizing cannot hang.
+        assert s.query()
+        s.synchronize()
+        y = x * 3  # the next enqueue starts the worker
+        assert y.cpu().tolist() == [3.0] * 4
+
+
+def test_a_queued_task_keeps_its_name_after_its_operator_is_deregistered():
+    lib = torch.library.Library("vdev_name_lifetime", "DEF")
+    lib.define("boom(Tensor x) -> Tensor")
+    lib.impl("boom", lambda x: torch.empty_like(x), "Meta")  # planned: queued, not synchronous
+
+    def boom(x):
+        raise ValueError("boom")
+
+    lib.impl("boom", boom, "CPU")
+    x = torch.ones(3, device=DEV)
+    with gated(torch.vdev.current_stream()):
+        torch.ops.vdev_name_lifetime.boom(x)
+        lib._destroy()  # frees the operator's schema, where its name lived, while queued
+        del lib
+    with pytest.raises(Exception) as failed:
+        torch.vdev.synchronize()
+    assert str(failed.value).startswith("[vdev_name_lifetime::boom] ")
+    assert (x + 1).cpu().tolist() == [2.0] * 3  # the device goes on working

@@ -1,6 +1,25 @@
 #include "backend/common/task.h"
 
+#include <mutex>
+#include <unordered_set>
+
+#include "runtime/process.h"
+
 namespace vdev::backend {
+
+const char* intern_task_name(const std::string& name) {
+  struct Names {
+    std::mutex mu;
+    std::unordered_set<std::string> all;  // node-based: element addresses never move
+  };
+  static Names* names = [] {
+    auto* made = new Names;  // leaked: queued tasks and kept errors point into it until exit
+    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kBackendLeaves);
+    return made;
+  }();
+  std::lock_guard<std::mutex> lock(names->mu);
+  return names->all.insert(name).first->c_str();
+}
 
 void use_intra_op_threads(int threads) {
   // What this worker last set; -1 before its first task. at::get_num_threads() would also read

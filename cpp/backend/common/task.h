@@ -17,6 +17,7 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 
+#include <string>
 #include <utility>
 
 #include "backend/common/check.h"
@@ -25,6 +26,11 @@
 #include "runtime/stream.h"
 
 namespace vdev::backend {
+
+// A copy of `name` that lives until the process exits, for a task's name: an operator's schema
+// (where its name lives) is freed when a torch.library operator is deregistered, possibly while
+// a task of it is still queued. One copy per distinct name; thread-safe.
+VDEV_BACKEND_API const char* intern_task_name(const std::string& name);
 
 // Makes the calling worker use `threads` intra-op threads (a no-op when it already does).
 // Exported because enqueue_task, inlined into its callers, calls it.

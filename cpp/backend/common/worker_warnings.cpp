@@ -5,6 +5,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
@@ -15,7 +16,11 @@ struct Pending {
 };
 
 Pending& pending() {
-  static Pending* p = new Pending;  // leaked: workers may warn until exit
+  static Pending* p = [] {
+    auto* made = new Pending;  // leaked: workers may warn until exit
+    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kBackendLeaves);
+    return made;
+  }();
   return *p;
 }
 

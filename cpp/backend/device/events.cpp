@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "backend/common/check.h"
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
@@ -16,7 +17,11 @@ struct LiveEvents {
 };
 
 LiveEvents& live_events() {
-  static LiveEvents* l = new LiveEvents;  // leaked: events may be destroyed during teardown
+  static LiveEvents* l = [] {
+    auto* made = new LiveEvents;  // leaked: events may be destroyed during teardown
+    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kBackendLeaves);
+    return made;
+  }();
   return *l;
 }
 

@@ -86,8 +86,9 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
   }
   const c10::DeviceGuard guard(device);
   std::vector<c10::IValue> outputs = device_outputs(*plan, *stack, first, device);
+  const char* name = plan->task_name;  // before `plan` moves into the task
   OperatorTask task = OperatorTask::capture(op, std::move(plan), *stack, first, outputs, draw);
-  enqueue_task(current_runtime_stream(device.index()), op.schema().name().c_str(), std::move(task));
+  enqueue_task(current_runtime_stream(device.index()), name, std::move(task));
 
   torch::jit::drop(*stack, nargs);
   for (auto& o : outputs) stack->push_back(std::move(o));

@@ -3,6 +3,7 @@
 #include <ATen/ops/empty_strided.h>
 
 #include "backend/common/alert_filter.h"
+#include "backend/common/task.h"
 #include "backend/executor/cpu_shaped_returns.h"
 #include "backend/executor/eligibility.h"
 #include "backend/executor/out_variants.h"
@@ -101,6 +102,7 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   const c10::FunctionSchema& schema = op.schema();
   auto plan = std::make_shared<LaunchPlan>();
   if (!eligible(schema, stack, first)) return plan;  // ok = false
+  plan->task_name = intern_task_name(schema.name());
   run_meta(op, stack, first, nargs, *plan);
   if (plan->ok && returns_shaped_by_cpu(schema))
     shape_returns_as_cpu(op, stack, first, nargs, *plan);

@@ -50,6 +50,8 @@ struct LaunchPlan {
   // The Generator argument of a random operator: the task computes with an engine keyed by the
   // draw reserved when it is queued (backend/random/generator.h), never with this argument.
   std::optional<std::size_t> generator_arg;
+  // The operator's name for its tasks and errors (interned: outlives the operator's schema).
+  const char* task_name = "";
   // Set (by a stream worker) once the out= kernel refused its outputs: the functional form plus a
   // copy is used from then on. Read on every launch without a lock.
   mutable std::atomic<bool> out_refused{false};

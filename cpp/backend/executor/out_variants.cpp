@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
@@ -42,7 +43,11 @@ struct Cache {
 };
 
 Cache& cache() {
-  static Cache* c = new Cache;  // leaked: used by stream workers until exit
+  static Cache* c = [] {
+    auto* made = new Cache;  // leaked: used by stream workers until exit
+    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kOperatorTables);
+    return made;
+  }();
   return *c;
 }
 
@@ -59,7 +64,11 @@ struct Refused {
 };
 
 Refused& refused() {
-  static Refused* r = new Refused;  // leaked: used by stream workers until exit
+  static Refused* r = [] {
+    auto* made = new Refused;  // leaked: used by stream workers until exit
+    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kOperatorTables);
+    return made;
+  }();
   return *r;
 }
 

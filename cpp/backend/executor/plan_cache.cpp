@@ -5,6 +5,7 @@
 #include <cstring>
 #include <mutex>
 #include <unordered_map>
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
@@ -17,7 +18,11 @@ struct Cache {
 };
 
 Cache& cache() {
-  static Cache* c = new Cache;  // leaked: may be used until exit
+  static Cache* c = [] {
+    auto* made = new Cache;  // leaked: may be used until exit
+    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kPlanCache);
+    return made;
+  }();
   return *c;
 }
 

@@ -39,6 +39,9 @@ class Caches {
     }
     return *c;
   }
+  void register_for_fork() {
+    vdev::rt::register_fork_lock(&mu_, vdev::rt::ForkLockLevel::kAllocators);
+  }
   // The caches created so far.
   std::vector<DeviceCache*> existing() {
     std::vector<DeviceCache*> out;
@@ -54,7 +57,11 @@ class Caches {
 };
 
 Caches& caches() {
-  static Caches* c = new Caches;  // leaked: see above
+  static Caches* c = [] {
+    auto* made = new Caches;  // leaked: see above
+    made->register_for_fork();
+    return made;
+  }();
   return *c;
 }
 

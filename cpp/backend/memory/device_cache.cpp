@@ -11,6 +11,7 @@
 #include "backend/memory/cache_stats.h"
 #include "runtime/errors.h"
 #include "runtime/memory.h"
+#include "runtime/process.h"
 
 namespace vdev::backend {
 
@@ -212,7 +213,11 @@ struct DeviceCache::State {
   }
 };
 
-DeviceCache::DeviceCache(int device) : s_(std::make_unique<State>()) { s_->device = device; }
+DeviceCache::DeviceCache(int device) : s_(std::make_unique<State>()) {
+  s_->device = device;
+  // Device caches are never destroyed (backend/memory/allocator.cpp), so the lock outlives forks.
+  vdev::rt::register_fork_lock(&s_->mu, vdev::rt::ForkLockLevel::kAllocators);
+}
 DeviceCache::~DeviceCache() = default;
 
 Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/common/stream_lookup.h"
+#include "runtime/process.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
@@ -71,7 +72,11 @@ struct State {
 
 // Leaked on purpose: pinned tensors may be freed during interpreter teardown.
 State& state() {
-  static State* s = new State;
+  static State* s = [] {
+    auto* made = new State;
+    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kAllocators);
+    return made;
+  }();
   return *s;
 }
 

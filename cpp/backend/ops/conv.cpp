@@ -23,6 +23,7 @@
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/ops/device_rules.h"
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
@@ -77,13 +78,21 @@ class OutputSizes {
     return sizes;
   }
 
+  void register_for_fork() {
+    vdev::rt::register_fork_lock(&mu_, vdev::rt::ForkLockLevel::kOperatorTables);
+  }
+
  private:
   std::mutex mu_;
   std::unordered_map<std::string, std::vector<int64_t>> sizes_;
 };
 
 OutputSizes& output_sizes() {
-  static OutputSizes* cache = new OutputSizes;  // leaked: used until exit
+  static OutputSizes* cache = [] {
+    auto* made = new OutputSizes;  // leaked: used until exit
+    made->register_for_fork();
+    return made;
+  }();
   return *cache;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/executor/tensor_args.h"
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
@@ -149,7 +150,11 @@ const DeviceRule& rule_for(const c10::OperatorHandle& op) {
   if (auto it = local.find(key); it != local.end() && it->second->nargs == nargs) {
     return *it->second;
   }
-  static std::mutex mu;
+  static std::mutex& mu = []() -> std::mutex& {
+    auto* made = new std::mutex;  // leaked: the fork handler may take it until exit
+    vdev::rt::register_fork_lock(made, vdev::rt::ForkLockLevel::kOperatorTables);
+    return *made;
+  }();
   static std::unordered_map<const c10::FunctionSchema*, std::unique_ptr<DeviceRule>> shared;
   static std::vector<std::unique_ptr<DeviceRule>> retired;  // still referenced by other threads
   const DeviceRule* rule = nullptr;

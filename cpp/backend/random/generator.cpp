@@ -12,6 +12,7 @@
 
 #include "backend/common/stream_lookup.h"
 #include "runtime/device.h"
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
@@ -130,6 +131,11 @@ VdevGeneratorImpl* VdevGeneratorImpl::clone_impl() const {
   return new VdevGeneratorImpl(device().index(), std::move(copy));
 }
 
+void VdevGeneratorImpl::keep_state_for_fork() {
+  c10::raw::intrusive_ptr::incref(state_.get());  // never released: the lock must outlive forks
+  vdev::rt::register_fork_lock(&state_->mu, vdev::rt::ForkLockLevel::kGenerators);
+}
+
 const at::Generator& default_generator(c10::DeviceIndex device) {
   const c10::DeviceIndex index =
       checked_device_index(c10::Device(VdevGeneratorImpl::device_type(), device), "generator");
@@ -138,7 +144,10 @@ const at::Generator& default_generator(c10::DeviceIndex device) {
   static const std::vector<at::Generator>* const generators = [] {
     auto* all = new std::vector<at::Generator>;
     const int count = vdev::rt::device_count();
-    for (int i = 0; i < count; ++i) all->push_back(new_generator(static_cast<c10::DeviceIndex>(i)));
+    for (int i = 0; i < count; ++i) {
+      all->push_back(new_generator(static_cast<c10::DeviceIndex>(i)));
+      vdev_impl(all->back()).keep_state_for_fork();
+    }
     return all;
   }();
   return (*generators)[static_cast<std::size_t>(index)];

@@ -67,6 +67,10 @@ class VdevGeneratorImpl final : public c10::GeneratorImpl {
 
   // Reserves the next counter range for one random operator.
   RandomDraw reserve();
+  // For the default generators: keeps the current state alive for the rest of the process and
+  // registers its lock with the fork handler (runtime/process.h), so that a forked child (a data
+  // loader worker calling torch.manual_seed) never finds it held.
+  void keep_state_for_fork();
 
  private:
   VdevGeneratorImpl* clone_impl() const override;

@@ -5,6 +5,11 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
+#include <ATen/ops/mm.h>
+#include <ATen/ops/ones.h>
+
+#include <chrono>
+#include <fstream>
 #include <memory>
 
 #include "backend/common/check.h"
@@ -61,6 +66,16 @@ int worker_intra_op_threads(int device) {
   enqueue_task(stream, "worker_intra_op_threads", [seen] { *seen = at::get_num_threads(); });
   VDEV_RT(stream.synchronize());
   return *seen;
+}
+
+void enqueue_cpu_busy(int device, std::int64_t stream_id, double seconds, const std::string& path) {
+  vdev::rt::Stream& stream = VDEV_RT(vdev::rt::stream_from_id(device, stream_id));
+  enqueue_task(stream, "cpu_busy", [seconds, path] {
+    const at::Tensor a = at::ones({128, 128});
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (std::chrono::steady_clock::now() < end) (void)at::mm(a, a);
+    std::ofstream(path) << "done";
+  });
 }
 
 bool host_record_event(std::uintptr_t ptr, int device, std::int64_t stream_id) {

@@ -33,6 +33,12 @@ VDEV_TESTING_API int hooks_maybe_exchange_device(int device);
 // worker (queues a task through enqueue_task and waits for it).
 VDEV_TESTING_API int worker_intra_op_threads(int device);
 
+// Queues on (device, stream_id) a task that multiplies CPU matrices (real ATen kernels, which
+// do not look at process exit) for `seconds`, then writes "done" to the file `path`: the long
+// kernel the exit rule must wait for (runtime/process.h).
+VDEV_TESTING_API void enqueue_cpu_busy(int device, std::int64_t stream_id, double seconds,
+                                       const std::string& path);
+
 // The registered host allocator's record_event for the pinned memory at `ptr` and the stream
 // (device, stream_id), as PyTorch calls it for a tensor it cannot name the block of (ctx null).
 VDEV_TESTING_API bool host_record_event(std::uintptr_t ptr, int device, std::int64_t stream_id);
