@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "runtime/errors.h"
 #include "runtime/process.h"
@@ -18,9 +19,10 @@ struct Mark {
   std::mutex mu;
   std::condition_variable cv;
   std::chrono::steady_clock::time_point time;  // written before `done` is released
-  std::optional<std::string> error;            // written before `done` is released
+  // The error pending on the stream when it completed, with its kind; written before `done`.
+  std::optional<std::pair<ErrorKind, std::string>> error;
 
-  void complete(std::optional<std::string> err) {
+  void complete(std::optional<std::pair<ErrorKind, std::string>> err) {
     {
       std::lock_guard<std::mutex> lock(mu);
       time = std::chrono::steady_clock::now();
@@ -87,8 +89,9 @@ void Event::synchronize() const {
   park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
   if (!done) fail<std::runtime_error>("synchronize_event", "the vdev runtime is shutting down");
   if (m->error) {
-    fail<std::runtime_error>("synchronize_event",
-                             "event recorded after a failed operation: ", *m->error);
+    throw_error(m->error->first, detail::cat("[synchronize_event] event recorded after a failed "
+                                             "operation: ",
+                                             m->error->second));
   }
 }
 
@@ -97,9 +100,10 @@ void Event::block(Stream& stream) const {
   if (m == nullptr) return;
   stream.enqueue("wait_event", [m] {
     if (!m->wait()) return;  // exiting
-    if (m->error)
-      throw std::runtime_error("waited on an event recorded after a failed operation: " +
-                               *m->error);
+    if (m->error) {
+      throw_error(m->error->first,
+                  "waited on an event recorded after a failed operation: " + m->error->second);
+    }
   });
 }
 

@@ -115,32 +115,52 @@ Stream::Stream(int device, std::int64_t id, int priority)
   register_fork_lock(&mu_, ForkLockLevel::kStreams);
 }
 
-std::string Stream::pending_errors_message_locked() const {
-  std::string message = errors_.front().message.empty()
-                            ? detail::cat("a task failed on vdev:", device_, " stream ", id_,
-                                          " (its message was lost: out of memory)")
-                            : errors_.front().message;
-  const std::size_t later = errors_.size() - 1 + errors_not_kept_;
+std::string Stream::errors_message_locked(const std::vector<const TaskError*>& errors,
+                                          std::size_t not_kept) const {
+  auto text = [&](const TaskError& e) {
+    return e.message.empty() ? detail::cat("a task failed on vdev:", device_, " stream ", id_,
+                                           " (its message was lost: out of memory)")
+                             : e.message;
+  };
+  std::string message = text(*errors.front());
+  const std::size_t later = errors.size() - 1 + not_kept;
   if (later > 0) {
     message += detail::cat("; and ", later, " later error(s) on this stream:");
-    for (std::size_t i = 1; i < errors_.size(); ++i) message += " " + errors_[i].message + ";";
-    if (errors_not_kept_ > 0) message += detail::cat(" and ", errors_not_kept_, " more");
+    for (std::size_t i = 1; i < errors.size(); ++i) message += " " + text(*errors[i]) + ";";
+    if (not_kept > 0) message += detail::cat(" and ", not_kept, " more");
   }
   return message;
 }
 
 std::optional<std::string> Stream::unreported_errors() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (errors_.empty()) return std::nullopt;
-  return pending_errors_message_locked();
+  std::vector<const TaskError*> unreported;
+  for (const TaskError& e : errors_) {
+    if (!e.reported) unreported.push_back(&e);
+  }
+  if (unreported.empty()) return std::nullopt;
+  return errors_message_locked(unreported, errors_not_kept_);
 }
 
 void Stream::throw_pending_error_locked(std::unique_lock<std::mutex>& lock) {
-  if (errors_.empty()) return;
-  const ErrorKind kind = errors_.front().kind;
-  std::string message = pending_errors_message_locked();
-  errors_.clear();
-  errors_not_kept_ = 0;
+  if (errors_.empty()) return;  // the common case: one branch
+  // Delivery (stream.h): every error once to the first thread that looks, and once to the thread
+  // that queued its task.
+  const std::thread::id me = std::this_thread::get_id();
+  std::vector<const TaskError*> due;
+  for (const TaskError& e : errors_) {
+    if (!e.reported || e.origin == me) due.push_back(&e);
+  }
+  if (due.empty()) return;
+  const ErrorKind kind = due.front()->kind;
+  const bool first_report = !due.front()->reported;
+  std::string message = errors_message_locked(due, first_report ? errors_not_kept_ : 0);
+  if (first_report) errors_not_kept_ = 0;
+  // Dropped once its queuing thread has learnt of it; otherwise that thread still has to.
+  errors_.erase(std::remove_if(errors_.begin(), errors_.end(),
+                               [&](const TaskError& e) { return e.origin == me; }),
+                errors_.end());
+  for (TaskError& e : errors_) e.reported = true;
   lock.unlock();
   throw_error(kind, message);
 }
@@ -158,7 +178,7 @@ void Stream::enqueue(const char* name, TaskFn fn) {
     // The worker first: if its thread cannot be created, nothing is queued or counted (a counted
     // task without a worker would make every later synchronize wait forever).
     if (!worker_running_) start_worker_locked();
-    queue_.push_back(Item{name, std::move(fn)});
+    queue_.push_back(Item{name, std::move(fn), std::this_thread::get_id()});
     enqueued_.fetch_add(1);
     wake = worker_sleeping_;
   }
@@ -197,10 +217,10 @@ void Stream::wait_for(std::uint64_t target) noexcept {
   park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
 }
 
-std::optional<std::string> Stream::peek_error() const {
+std::optional<std::pair<ErrorKind, std::string>> Stream::peek_error() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (errors_.empty()) return std::nullopt;
-  return errors_.front().message;
+  return std::make_pair(errors_.front().kind, errors_.front().message);
 }
 
 void Stream::start_worker_locked() {
@@ -276,13 +296,14 @@ void Stream::run(Item& item) noexcept {
   try {
     item.fn();
   } catch (const std::exception& e) {
-    keep_error(current_error_kind(), item.name, e.what());
+    keep_error(current_error_kind(), item, e.what());
   } catch (...) {
-    keep_error(ErrorKind::kRuntime, item.name, "unknown error");
+    keep_error(ErrorKind::kRuntime, item, "unknown error");
   }
 }
 
-void Stream::keep_error(ErrorKind kind, const char* name, const char* what) noexcept {
+void Stream::keep_error(ErrorKind kind, const Item& item, const char* what) noexcept {
+  const char* name = item.name;
   std::lock_guard<std::mutex> lock(mu_);
   if (errors_.size() >= kMaxKeptErrors) {
     ++errors_not_kept_;
@@ -293,7 +314,7 @@ void Stream::keep_error(ErrorKind kind, const char* name, const char* what) noex
     message = detail::cat("[", name, "] ", what, " (on vdev:", device_, " stream ", id_, ")");
   } catch (...) {  // out of memory: keep that there was an error, without its message
   }
-  errors_.push_back(TaskError{kind, std::move(message)});  // within the reserved capacity
+  errors_.push_back(TaskError{kind, std::move(message), item.origin, false});  // reserved room
 }
 
 void Stream::request_stop() {

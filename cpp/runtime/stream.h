@@ -20,12 +20,17 @@
 // thrown by the enqueue of the operation that caused it.
 //
 // Errors: a task that throws never kills the worker. Its error is kept with its kind (IndexError,
-// ValueError, ... : runtime/errors.h) and thrown on the host, once, by the next synchronize() or
-// enqueue() on that stream (the enqueued task is then not queued), as the same kind of exception
-// with the message "[op] message (on vdev:D stream S)". Errors of later tasks are not dropped: the
-// one thrown lists them after the first (up to kMaxKeptErrors, then a count). Later tasks still
-// run. At exit, errors no synchronize reported are printed to stderr (stop_all_streams). Events
-// recorded after the failure carry it to the streams that wait on them (runtime/event.h).
+// ValueError, ... : runtime/errors.h) and thrown on the host by a later synchronize() or enqueue()
+// on that stream (the enqueued task is then not queued), as the same kind of exception with the
+// message "[op] message (on vdev:D stream S)". Errors of later tasks are not dropped: the one
+// thrown lists them after the first (up to kMaxKeptErrors kept, then a count). Later tasks still
+// run. Delivery, as close to CUDA's sticky errors as a simulator that must keep working can be:
+// each error is thrown once to the first thread that synchronizes or queues on the stream, and
+// once more to the thread that queued the failing task, if that was another thread (so the
+// thread that queued it always learns of it, whoever looked first); then it is gone. At exit,
+// errors no thread was told of are printed to stderr (stop_all_streams). Events recorded after
+// the failure carry it, with its kind, to the streams and threads that wait on them
+// (runtime/event.h).
 //
 // Ownership and lifetime: streams are created on first use and never destroyed (leaked on purpose:
 // workers may outlive static destruction at exit, see runtime/process.h). Stream& references stay
@@ -47,6 +52,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/errors.h"
@@ -88,7 +95,7 @@ class VDEV_RT_API Stream {
   // Waits for the tasks enqueued before this call, then throws the pending error, if any.
   void synchronize();
   // The pending error without consuming it (events use it to carry errors).
-  std::optional<std::string> peek_error() const;
+  std::optional<std::pair<ErrorKind, std::string>> peek_error() const;
   // Every pending error, as the next synchronize would throw them, without consuming them.
   std::optional<std::string> unreported_errors() const;
   // Number of tasks enqueued / finished so far. A pair (stream, enqueued_count()) is a fence: the
@@ -111,13 +118,22 @@ class VDEV_RT_API Stream {
   struct Item {
     const char* name;
     TaskFn fn;
+    std::thread::id origin;  // the thread that queued it: it always learns of its error
+  };
+  struct TaskError {
+    ErrorKind kind;
+    std::string message;
+    std::thread::id origin;
+    bool reported;  // raised on some thread (not its origin): not raised again elsewhere
   };
   void start_worker_locked();
   void worker_loop();
   void run(Item& item) noexcept;  // runs one task, keeping its error
   void throw_pending_error_locked(std::unique_lock<std::mutex>& lock);
-  std::string pending_errors_message_locked() const;  // errors_ not empty
-  void keep_error(ErrorKind kind, const char* name, const char* what) noexcept;
+  // The message raised for `errors` (not empty): the first, then the later ones, then a count.
+  std::string errors_message_locked(const std::vector<const TaskError*>& errors,
+                                    std::size_t not_kept) const;
+  void keep_error(ErrorKind kind, const Item& item, const char* what) noexcept;
 
   const int device_;
   const std::int64_t id_;
@@ -127,10 +143,6 @@ class VDEV_RT_API Stream {
   std::condition_variable work_cv_;  // the worker waits for work
   std::condition_variable done_cv_;  // host threads wait for completion
   std::deque<Item> queue_;           // guarded by mu_
-  struct TaskError {
-    ErrorKind kind;
-    std::string message;
-  };
   static constexpr std::size_t kMaxKeptErrors = 8;
   std::vector<TaskError> errors_;  // guarded by mu_; the first kMaxKeptErrors since the last throw
   std::size_t errors_not_kept_ = 0;  // guarded by mu_

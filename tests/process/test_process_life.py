@@ -153,11 +153,14 @@ def test_daemon_threads_waiting_at_exit_neither_abort_nor_hang():
             x = torch.ones(4, device="vdev") * 2
             e = torch.vdev.Event()
             e.record()
+        def copy():
+            with torch.vdev.stream(s):  # ordered after x's kernel, behind the gate
+                print(x.cpu())
         waits = {
             "stream": s.synchronize,
             "device": torch.vdev.synchronize,
             "event": e.synchronize,
-            "copy": lambda: print(x.cpu()),
+            "copy": copy,
         }
         inside = threading.Barrier(len(waits) + 1)
         def wait(name):

@@ -110,3 +110,64 @@ def test_a_queued_task_keeps_its_name_after_its_operator_is_deregistered():
         torch.vdev.synchronize()
     assert str(failed.value).startswith("[vdev_name_lifetime::boom] ")
     assert (x + 1).cpu().tolist() == [2.0] * 3  # the device goes on working
+
+
+def run_in_thread(fn):
+    """Runs fn on a new thread; returns what it returned or raised."""
+    import threading
+
+    result = {}
+
+    def body():
+        try:
+            result["value"] = fn()
+        except Exception as e:  # noqa: BLE001
+            result["error"] = e
+
+    t = threading.Thread(target=body)
+    t.start()
+    t.join(60)
+    assert not t.is_alive()
+    return result
+
+
+def test_the_thread_that_queued_a_failure_learns_of_it_even_if_another_thread_looked_first():
+    dev = "vdev:1"
+    ones = torch.ones(3, device=dev)
+    five, six = torch.tensor([5], device=dev), torch.tensor([6], device=dev)
+    with gated(torch.vdev.current_stream(1)):
+        ones.index_select(0, five)  # fails: queued by this thread
+        ones.index_select(0, six)  # and again
+
+    # Another thread synchronizes first: it is told of both errors.
+    other = run_in_thread(lambda: torch.vdev.synchronize(1))
+    assert isinstance(other.get("error"), IndexError)
+    assert "index out of range" in str(other["error"])
+    assert "1 later error(s)" in str(other["error"])
+
+    # The queuing thread still learns of them, at its next synchronizing call on that stream.
+    with pytest.raises(IndexError, match="1 later error"):
+        ones.cpu()
+    # Then they are gone, for every thread.
+    assert run_in_thread(lambda: torch.vdev.synchronize(1)) == {"value": None}
+    torch.vdev.synchronize(1)
+    assert ones.cpu().tolist() == [1.0] * 3
+
+
+def test_an_error_raised_on_its_own_thread_is_not_raised_again_elsewhere():
+    ones = torch.ones(3, device=DEV)
+    ones.index_select(0, torch.tensor([5], device=DEV))
+    with pytest.raises(IndexError):
+        torch.vdev.synchronize()
+    assert run_in_thread(torch.vdev.synchronize) == {"value": None}
+
+
+def test_an_event_carries_the_error_with_its_type():
+    ones = torch.ones(3, device=DEV)
+    ones.index_select(0, torch.tensor([5], device=DEV))
+    e = torch.vdev.Event()
+    e.record()
+    with pytest.raises(IndexError, match="event recorded after a failed operation"):
+        e.synchronize()
+    with pytest.raises(IndexError):
+        torch.vdev.synchronize()  # the stream's own report is separate

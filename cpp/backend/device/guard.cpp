@@ -96,7 +96,7 @@ bool VdevGuardImpl::queryStream(const c10::Stream& s) const {
   if (!rs.query()) return false;
   // As cudaStreamQuery reports an earlier asynchronous error, so does query(): the error stays
   // pending (synchronize() still raises it, once).
-  if (std::optional<std::string> error = rs.peek_error()) TORCH_CHECK(false, *error);
+  if (auto error = rs.peek_error()) TORCH_CHECK(false, error->second);
   return true;
 }
 
