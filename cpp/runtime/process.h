@@ -75,6 +75,15 @@ VDEV_RT_API void hold_fork_lock(std::size_t i, int ms);
 VDEV_RT_API std::size_t held_fork_locks() noexcept;
 }  // namespace testing
 
+// A new T, never destroyed (the fork handler may take its lock until the process ends), whose
+// member `mu` is registered at `level`: the process-wide tables of the backend.
+template <typename T>
+T* new_leaked_with_fork_lock(ForkLockLevel level) {
+  auto* made = new T;
+  register_fork_lock(&made->mu, level);
+  return made;
+}
+
 // True once process exit has begun; long waits inside runtime tasks poll it.
 VDEV_RT_API bool stopping() noexcept;
 // The exit rule above: sets stopping, waits for the running tasks, reports unreported errors.

@@ -12,11 +12,9 @@ const char* intern_task_name(const std::string& name) {
     std::mutex mu;
     std::unordered_set<std::string> all;  // node-based: element addresses never move
   };
-  static Names* names = [] {
-    auto* made = new Names;  // leaked: queued tasks and kept errors point into it until exit
-    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kBackendLeaves);
-    return made;
-  }();
+  // Leaked: queued tasks and kept errors point into it until exit.
+  static Names* names =
+      vdev::rt::new_leaked_with_fork_lock<Names>(vdev::rt::ForkLockLevel::kBackendLeaves);
   std::lock_guard<std::mutex> lock(names->mu);
   return names->all.insert(name).first->c_str();
 }

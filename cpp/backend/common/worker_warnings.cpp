@@ -16,11 +16,9 @@ struct Pending {
 };
 
 Pending& pending() {
-  static Pending* p = [] {
-    auto* made = new Pending;  // leaked: workers may warn until exit
-    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kBackendLeaves);
-    return made;
-  }();
+  // Leaked: workers may warn until exit.
+  static Pending* p =
+      vdev::rt::new_leaked_with_fork_lock<Pending>(vdev::rt::ForkLockLevel::kBackendLeaves);
   return *p;
 }
 

@@ -17,11 +17,9 @@ struct LiveEvents {
 };
 
 LiveEvents& live_events() {
-  static LiveEvents* l = [] {
-    auto* made = new LiveEvents;  // leaked: events may be destroyed during teardown
-    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kBackendLeaves);
-    return made;
-  }();
+  // Leaked: events may be destroyed during teardown.
+  static LiveEvents* l =
+      vdev::rt::new_leaked_with_fork_lock<LiveEvents>(vdev::rt::ForkLockLevel::kBackendLeaves);
   return *l;
 }
 

@@ -43,11 +43,9 @@ struct Cache {
 };
 
 Cache& cache() {
-  static Cache* c = [] {
-    auto* made = new Cache;  // leaked: used by stream workers until exit
-    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kOperatorTables);
-    return made;
-  }();
+  // Leaked: used by stream workers until exit.
+  static Cache* c =
+      vdev::rt::new_leaked_with_fork_lock<Cache>(vdev::rt::ForkLockLevel::kOperatorTables);
   return *c;
 }
 
@@ -64,11 +62,9 @@ struct Refused {
 };
 
 Refused& refused() {
-  static Refused* r = [] {
-    auto* made = new Refused;  // leaked: used by stream workers until exit
-    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kOperatorTables);
-    return made;
-  }();
+  // Leaked: used by stream workers until exit.
+  static Refused* r =
+      vdev::rt::new_leaked_with_fork_lock<Refused>(vdev::rt::ForkLockLevel::kOperatorTables);
   return *r;
 }
 

@@ -18,11 +18,8 @@ struct Cache {
 };
 
 Cache& cache() {
-  static Cache* c = [] {
-    auto* made = new Cache;  // leaked: may be used until exit
-    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kPlanCache);
-    return made;
-  }();
+  // Leaked: may be used until exit.
+  static Cache* c = vdev::rt::new_leaked_with_fork_lock<Cache>(vdev::rt::ForkLockLevel::kPlanCache);
   return *c;
 }
 

@@ -72,11 +72,8 @@ struct State {
 
 // Leaked on purpose: pinned tensors may be freed during interpreter teardown.
 State& state() {
-  static State* s = [] {
-    auto* made = new State;
-    vdev::rt::register_fork_lock(&made->mu, vdev::rt::ForkLockLevel::kAllocators);
-    return made;
-  }();
+  static State* s =
+      vdev::rt::new_leaked_with_fork_lock<State>(vdev::rt::ForkLockLevel::kAllocators);
   return *s;
 }
 
