@@ -164,9 +164,11 @@ def test_an_error_raised_on_its_own_thread_is_not_raised_again_elsewhere():
 
 def test_an_event_carries_the_error_with_its_type():
     ones = torch.ones(3, device=DEV)
-    ones.index_select(0, torch.tensor([5], device=DEV))
+    five = torch.tensor([5], device=DEV)
     e = torch.vdev.Event()
-    e.record()
+    with gated(torch.vdev.current_stream()):  # both queued before the failure can happen
+        ones.index_select(0, five)
+        e.record()
     with pytest.raises(IndexError, match="event recorded after a failed operation"):
         e.synchronize()
     with pytest.raises(IndexError):
