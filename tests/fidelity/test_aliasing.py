@@ -152,13 +152,15 @@ def test_legitimate_aliasing_computes_cpus_values(name):
     assert torch.equal(LEGAL[name]("vdev").cpu(), LEGAL[name]("cpu"))
 
 
-def test_an_operator_rejecting_out_equal_to_its_input_raises_by_the_next_synchronize():
-    # The same view as input and out=: the task's kernel sees one tensor and CPU's check raises
-    # on the stream (not yet at the call: see the note in cpp/backend/ops/aliased_call.h).
+def test_an_operator_rejecting_out_equal_to_its_input_raises_at_the_call():
+    # The same tensor as input and out=: CPU's check fails on the stand-ins (one stand-in for
+    # both, cpp/backend/executor/stand_in_check.h), and the call run on CPU aliases of the device
+    # bytes raises CPU's error at the call (see the note in cpp/backend/ops/aliased_call.h).
     with pytest.raises(RuntimeError, match=OVERLAP):
         torch.index_select(x := arange("cpu"), 0, index("cpu", 1, 0), out=x)
     x = arange("vdev")
+    i = index("vdev", 1, 0, 3, 2, 5, 4, 7, 6)
     with pytest.raises(RuntimeError, match=OVERLAP):
-        torch.index_select(x, 0, index("vdev", 1, 0, 3, 2, 5, 4, 7, 6), out=x)
-        torch.vdev.synchronize()
+        torch.index_select(x, 0, i, out=x)
+    torch.vdev.synchronize()  # nothing was queued to fail later
     assert torch.equal(x.cpu(), arange("cpu"))  # nothing was written

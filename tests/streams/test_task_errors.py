@@ -12,16 +12,21 @@ def out_of_range_index(device):
     return torch.ones(3, device=device).index_select(0, torch.tensor([5], device=device))
 
 
-def uint16_add(device):
-    return torch.ones(2, dtype=torch.uint16, device=device) + 1
+# Failures that depend on the data in device memory, as CUDA's device-side asserts do: argument
+# checks that do not are raised at the call (tests/fidelity/test_argument_checks.py).
+def negative_probability(device):
+    return torch.multinomial(torch.tensor([-1.0, 2.0], device=device), 1)
 
 
-def bool_relu(device):
-    return torch.relu(torch.ones(2, dtype=torch.bool, device=device))
+def target_out_of_bounds(device):
+    target = torch.tensor([0, 5], device=device)
+    return torch.nn.functional.nll_loss(torch.zeros(2, 3, device=device), target)
 
 
 @pytest.mark.parametrize(
-    "kernel", [out_of_range_index, uint16_add, bool_relu], ids=["index", "dtype", "relu"]
+    "kernel",
+    [out_of_range_index, negative_probability, target_out_of_bounds],
+    ids=["index", "probability", "target"],
 )
 @pytest.mark.parametrize(
     "sync", [lambda t: torch.vdev.synchronize(), lambda t: t.cpu()], ids=["synchronize", "copy"]
@@ -41,29 +46,29 @@ def test_the_host_raises_the_type_and_message_cpu_raises(kernel, sync):
 def test_no_error_of_a_stream_is_dropped():
     ones = torch.ones(3, device=DEV)
     far, farther = torch.tensor([5], device=DEV), torch.tensor([7], device=DEV)
-    flags = torch.ones(2, dtype=torch.bool, device=DEV)
+    probabilities = torch.tensor([-1.0, 2.0], device=DEV)
     with gated(torch.vdev.current_stream()):  # all three fail only after the last is queued
         ones.index_select(0, far)
-        bool_relu_result = torch.relu(flags)
+        sample = torch.multinomial(probabilities, 1)
         ones.index_select(0, farther)
     with pytest.raises(IndexError) as info:  # the first one's type
         torch.vdev.current_stream().synchronize()
     message = str(info.value)
-    assert message.count("[aten::index_select]") == 2 and "[aten::relu]" in message
+    assert message.count("[aten::index_select]") == 2 and "[aten::multinomial]" in message
     assert "2 later error(s)" in message
-    del bool_relu_result
+    del sample
     torch.vdev.synchronize()  # reported once: nothing left
 
 
 def test_a_device_wide_synchronize_reports_every_failed_stream():
     ones = torch.ones(3, device=DEV)
     far = torch.tensor([5], device=DEV)
-    flags = torch.ones(2, dtype=torch.bool, device=DEV)
+    probabilities = torch.tensor([-1.0, 2.0], device=DEV)
     first, second = torch.vdev.Stream(), torch.vdev.Stream()
     with torch.vdev.stream(first):
         ones.index_select(0, far)
     with torch.vdev.stream(second):
-        torch.relu(flags)
+        torch.multinomial(probabilities, 1)
     with pytest.raises(IndexError) as info:
         torch.vdev.synchronize()
     message = str(info.value)

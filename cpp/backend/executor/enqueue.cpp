@@ -13,6 +13,7 @@
 #include "backend/executor/launch_plan.h"
 #include "backend/executor/operator_task.h"
 #include "backend/executor/plan_cache.h"
+#include "backend/executor/stand_in_check.h"
 #include "backend/memory/storage_resize.h"
 #include "backend/random/generator.h"
 
@@ -40,6 +41,19 @@ std::shared_ptr<const LaunchPlan> plan_for(const c10::OperatorHandle& op,
   return plan;
 }
 
+// Resizes the written argument of return i to the size the meta kernel gave it (an out= tensor the
+// operator resizes); returns that argument.
+const c10::IValue& resize_written(const LaunchPlan& plan, std::size_t i,
+                                  const torch::jit::Stack& stack, std::size_t first) {
+  const MetaReturn& m = plan.returns[i];
+  const c10::IValue& real = stack[first + static_cast<std::size_t>(plan.aliased[i])];
+  if (real.isTensor() && m.kind == MetaReturn::Tensor && m.tensors[0].defined &&
+      real.toTensor().sizes() != c10::IntArrayRef(m.tensors[0].sizes)) {
+    resize_vdev_tensor(real.toTensor(), m.tensors[0].sizes, std::nullopt);
+  }
+  return real;
+}
+
 // The outputs of the call on the device: the mutated argument itself (resized when the operator
 // resizes its out= tensor), or freshly allocated.
 std::vector<c10::IValue> device_outputs(const LaunchPlan& plan, const torch::jit::Stack& stack,
@@ -49,12 +63,7 @@ std::vector<c10::IValue> device_outputs(const LaunchPlan& plan, const torch::jit
   for (std::size_t i = 0; i < plan.returns.size(); ++i) {
     const MetaReturn& m = plan.returns[i];
     if (plan.aliased[i] >= 0) {
-      c10::IValue real = stack[first + static_cast<std::size_t>(plan.aliased[i])];
-      if (real.isTensor() && m.kind == MetaReturn::Tensor && m.tensors[0].defined &&
-          real.toTensor().sizes() != c10::IntArrayRef(m.tensors[0].sizes)) {
-        resize_vdev_tensor(real.toTensor(), m.tensors[0].sizes, std::nullopt);
-      }
-      outputs.push_back(real);
+      outputs.push_back(resize_written(plan, i, stack, first));
     } else if (m.kind == MetaReturn::None) {
       outputs.emplace_back();
     } else if (m.kind == MetaReturn::Tensor) {
@@ -70,12 +79,23 @@ std::vector<c10::IValue> device_outputs(const LaunchPlan& plan, const torch::jit
 
 }  // namespace
 
-bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                          c10::Device device) {
+EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                                    c10::Device device) {
   const std::size_t nargs = op.schema().arguments().size();
   const std::size_t first = stack->size() - nargs;
   std::shared_ptr<const LaunchPlan> plan = plan_for(op, *stack, first, nargs);
-  if (!plan->ok) return false;
+  if (!plan->ok) return {};
+  // CPU's checks failed on stand-ins: settle it on the real arguments now, unless that would be a
+  // host wait vdev adds in a sync debug mode (then queued, and a real error comes later).
+  if (C10_UNLIKELY(plan->settle_on_host.load(std::memory_order_relaxed)) &&
+      may_settle_on_the_host()) {
+    const c10::DeviceGuard guard(device);
+    for (std::size_t i = 0; i < plan->returns.size(); ++i) {
+      if (plan->aliased[i] >= 0)
+        resize_written(*plan, i, *stack, first);  // CPU aliases cannot grow
+    }
+    return {false, std::move(plan)};
+  }
 
   // A random operator reserves its counter range now, in program order, before any side effect
   // (a generator of another device type is an error that must change nothing).
@@ -92,7 +112,7 @@ bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stac
 
   torch::jit::drop(*stack, nargs);
   for (auto& o : outputs) stack->push_back(std::move(o));
-  return true;
+  return {true, nullptr};
 }
 
 }  // namespace vdev::backend

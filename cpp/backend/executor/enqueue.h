@@ -8,9 +8,12 @@
 // (backend/common/task.h: below autograd, with the host's intra-op thread count, never
 // depending on the worker's thread-local state). The outputs replace the arguments on the stack.
 //
-// try_enqueue_operator() returns false, having changed nothing, when the plan says the call cannot
-// run this way (backend/executor/eligibility.h); the caller then runs it synchronously
-// (backend/ops/fallback.cpp).
+// try_enqueue_operator() returns queued == false, having changed nothing, when the plan says the
+// call cannot run this way (backend/executor/eligibility.h), or when CPU's argument checks failed
+// on stand-ins (backend/executor/stand_in_check.h: then `to_settle` is the plan, and written
+// arguments have been resized as the meta kernel says, as for a queued call); the caller then
+// runs it synchronously (backend/ops/fallback.cpp) and, if that succeeds, calls
+// to_settle->settle_on_host.store(false).
 //
 // Thread rules: called on the dispatching thread; the task runs on a stream worker.
 #pragma once
@@ -19,9 +22,18 @@
 #include <ATen/core/stack.h>
 #include <c10/core/Device.h>
 
+#include <memory>
+
 namespace vdev::backend {
 
-bool try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                          c10::Device device);
+struct LaunchPlan;
+
+struct EnqueueOutcome {
+  bool queued = false;
+  std::shared_ptr<const LaunchPlan> to_settle;  // run synchronously to settle a failed check
+};
+
+EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                                    c10::Device device);
 
 }  // namespace vdev::backend

@@ -7,6 +7,7 @@
 #include "backend/executor/cpu_shaped_returns.h"
 #include "backend/executor/eligibility.h"
 #include "backend/executor/out_variants.h"
+#include "backend/executor/stand_in_check.h"
 #include "backend/executor/tensor_args.h"
 
 namespace vdev::backend {
@@ -157,6 +158,7 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
     }
     if (!plan->out_args.empty() && is_refused_out_overload(op)) plan->out_refused.store(true);
   }
+  if (!cpu_accepts_stand_ins(op, stack, first, nargs)) plan->settle_on_host.store(true);
   return plan;
 }
 

@@ -55,6 +55,10 @@ struct LaunchPlan {
   // Set (by a stream worker) once the out= kernel refused its outputs: the functional form plus a
   // copy is used from then on. Read on every launch without a lock.
   mutable std::atomic<bool> out_refused{false};
+  // Set when CPU's kernel rejected stand-ins of the arguments (backend/executor/stand_in_check.h):
+  // the next call runs synchronously on its real arguments, to raise CPU's error at the call; if
+  // that run succeeds, the stand-ins were at fault and this is cleared (by the dispatching thread).
+  mutable std::atomic<bool> settle_on_host{false};
 };
 
 // The argument a return writes (in-place and out= operators), by the schema's alias sets.

@@ -10,8 +10,9 @@
 // Such calls are rare; an operator writing its own argument in place (the same TensorImpl) is not
 // one of them and stays queued: every in-place operator reaches vdev as its out= form with out
 // equal to self. Its task hands the kernel one CPU tensor for both (executor/operator_task.cpp), so
-// in-place semantics hold and a kernel that rejects out= equal to an input raises CPU's error, on
-// the stream (at the next synchronize) rather than at the call.
+// in-place semantics hold. A kernel that rejects out= equal to an input fails CPU's checks on the
+// stand-ins (one stand-in for both, executor/stand_in_check.h); the call then runs here, and
+// raises CPU's error at the call.
 //
 // Thread rules: runs on the dispatching thread; it waits for the device's current stream first.
 #pragma once

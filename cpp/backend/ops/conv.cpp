@@ -1,7 +1,8 @@
 // Convolutions on vdev. ATen routes convolutions of backends it does not know to
 // convolution_overrideable / convolution_backward_overrideable; these kernels make them tasks on
 // the current stream: output shapes come from the meta convolution (cached per call signature),
-// and the task runs the CPU
+// CPU's own checks (dtypes) run once per signature on stand-ins (backend/executor/stand_in_check.h:
+// one channel per group, the smallest spatial size with an output), and the task runs the CPU
 // convolution on CPU aliases of the device bytes, copying its result into the outputs (the CPU
 // convolution kernels have no out= form).
 #include <ATen/core/Tensor.h>
@@ -12,7 +13,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +25,7 @@
 #include "backend/common/cpu_view.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
+#include "backend/executor/stand_in_check.h"
 #include "backend/ops/device_rules.h"
 #include "runtime/process.h"
 
@@ -40,13 +44,51 @@ at::Tensor meta_like(const at::Tensor& t) {
 
 at::Tensor alias_or_undefined(const at::Tensor& t) { return t.defined() ? cpu_alias(t) : t; }
 
+// What is known of one convolution signature: its output sizes, and whether CPU's checks failed on
+// stand-ins (then the next call runs on the host, see vdev_convolution).
+struct ConvSignature {
+  std::vector<int64_t> sizes;
+  mutable std::atomic<bool> settle_on_host{false};
+};
+
+// Stand-ins of the arguments that CPU's convolution accepts whenever the real ones have the sizes
+// the meta convolution accepted: one channel per group, and the smallest spatial size that still
+// has an output (transposed: 1); kernels keep their size. Only the dtype checks are left to fail.
+bool cpu_accepts_conv_stand_ins(const at::Tensor& input, const at::Tensor& weight,
+                                const at::Tensor& bias, const ConvParams& p) {
+  const std::size_t spatial = static_cast<std::size_t>(weight.dim()) - 2;
+  std::vector<int64_t> in_sizes{1, p.groups}, w_sizes{p.groups, 1};
+  for (std::size_t i = 0; i < spatial; ++i) {
+    const int64_t k = weight.size(static_cast<int64_t>(i) + 2);
+    const int64_t d = i < p.dilation.size() ? p.dilation[i] : p.dilation.back();
+    const int64_t pad = i < p.padding.size() ? p.padding[i] : p.padding.back();
+    in_sizes.push_back(p.transposed ? 1 : std::max<int64_t>(1, d * (k - 1) + 1 - 2 * pad));
+    w_sizes.push_back(k);
+  }
+  const std::optional<at::Tensor> b =
+      bias.defined() ? std::optional<at::Tensor>(stand_in_like(bias, {p.groups})) : std::nullopt;
+  const at::Tensor in = stand_in_like(input, in_sizes), w = stand_in_like(weight, w_sizes);
+  auto trial = [&p](const at::Tensor& in, const at::Tensor& w, const std::optional<at::Tensor>& b) {
+    return trial_succeeds([&] {
+      at::convolution(in, w, b, p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
+                      p.groups);
+    });
+  };
+  if (trial(in, w, b)) return true;
+  // As for other operators: a second round with the real sizes, when small enough.
+  if (!full_size_trial_affordable(input.numel() + weight.numel() + bias.numel())) return false;
+  return trial(
+      stand_in_like(input, input.sizes()), stand_in_like(weight, weight.sizes()),
+      bias.defined() ? std::optional<at::Tensor>(stand_in_like(bias, bias.sizes())) : std::nullopt);
+}
+
 // The output sizes of a convolution, from the meta convolution once per call signature: it also
 // checks the arguments (CPU's errors at the call), and costs more than the rest of the host's
 // work for a convolution. The key holds everything the meta convolution reads.
 class OutputSizes {
  public:
-  std::vector<int64_t> of(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
-                          const ConvParams& p) {
+  std::shared_ptr<const ConvSignature> of(const at::Tensor& input, const at::Tensor& weight,
+                                          const at::Tensor& bias, const ConvParams& p) {
     std::string key;
     auto put = [&key](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
     for (const at::Tensor* t : {&input, &weight, &bias}) {
@@ -71,11 +113,13 @@ class OutputSizes {
         meta_like(input), meta_like(weight),
         bias.defined() ? std::optional<at::Tensor>(meta_like(bias)) : std::nullopt, p.stride,
         p.padding, p.dilation, p.transposed, p.output_padding, p.groups);  // raises for bad input
-    std::vector<int64_t> sizes = shape.sizes().vec();
+    auto made = std::make_shared<ConvSignature>();
+    made->sizes = shape.sizes().vec();
+    if (!cpu_accepts_conv_stand_ins(input, weight, bias, p)) made->settle_on_host.store(true);
     std::lock_guard<std::mutex> lock(mu_);
     if (sizes_.size() >= 4096) sizes_.clear();
-    sizes_.emplace(std::move(key), sizes);
-    return sizes;
+    sizes_.emplace(std::move(key), made);
+    return made;
   }
 
   void register_for_fork() {
@@ -84,7 +128,7 @@ class OutputSizes {
 
  private:
   std::mutex mu_;
-  std::unordered_map<std::string, std::vector<int64_t>> sizes_;
+  std::unordered_map<std::string, std::shared_ptr<const ConvSignature>> sizes_;
 };
 
 OutputSizes& output_sizes() {
@@ -119,8 +163,20 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
   const c10::DeviceGuard guard(input.device());
   ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
                output_padding.vec(), transposed,    groups};
-  at::Tensor out = at::empty(output_sizes().of(input, weight, bias, p),
-                             input.options().memory_format(conv_memory_format(input, weight)));
+  const std::shared_ptr<const ConvSignature> sig = output_sizes().of(input, weight, bias, p);
+  at::Tensor out =
+      at::empty(sig->sizes, input.options().memory_format(conv_memory_format(input, weight)));
+  if (C10_UNLIKELY(sig->settle_on_host.load(std::memory_order_relaxed)) &&
+      may_settle_on_the_host()) {
+    // CPU's checks failed on stand-ins: run on the host on the real arguments, which raises CPU's
+    // error at the call, or shows that the stand-ins were at fault.
+    out.copy_(at::convolution(input.cpu(), weight.cpu(),
+                              bias.defined() ? std::optional<at::Tensor>(bias.cpu()) : std::nullopt,
+                              p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
+                              p.groups));
+    sig->settle_on_host.store(false, std::memory_order_relaxed);
+    return out;
+  }
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
   enqueue_task(stream, "aten::convolution_overrideable",
                [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),

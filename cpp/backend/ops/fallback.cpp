@@ -1,8 +1,9 @@
 // The boxed kernel for every aten operator without a dedicated vdev kernel.
 //
 // First choice: the asynchronous executor (backend/executor/enqueue.h) queues the operator on the
-// current stream of its device. When it declines (data-dependent shapes, non-tensor results, ...),
-// the synchronous path runs it on CPU copies of its vdev arguments
+// current stream of its device. When it declines (data-dependent shapes, non-tensor results, ...,
+// or CPU's argument checks failed on stand-ins, backend/executor/stand_in_check.h), the
+// synchronous path runs it on CPU copies of its vdev arguments
 // (at::native::cpu_fallback) and copies the results back, with these rules on top:
 //  * it first waits for the current stream of the arguments' device (it runs synchronously);
 //  * a DeviceGuard on the arguments' vdev device, so that outputs, out= resizes and temporaries are
@@ -52,8 +53,11 @@ void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   alert_where_cuda_is_nondeterministic(op, *stack);
   const c10::OptionalDeviceGuard guard(device);
   const bool overlapping = device && device->has_index() && written_arguments_overlap(op, *stack);
-  if (!overlapping && device && device->has_index() && try_enqueue_operator(op, stack, *device)) {
-    return;
+  std::shared_ptr<const LaunchPlan> to_settle;
+  if (!overlapping && device && device->has_index()) {
+    EnqueueOutcome queued = try_enqueue_operator(op, stack, *device);
+    if (queued.queued) return;
+    to_settle = std::move(queued.to_settle);
   }
   // Synchronous from here on: reported (and in "error" mode refused) before drawing from the
   // device's generator or waiting.
@@ -62,6 +66,14 @@ void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   const SilenceNondeterminismAlerts alerted_at_the_call;  // CPU's kernel would repeat vdev's
   if (overlapping) {
     run_on_shared_aliases(op, stack, *device);
+    return;
+  }
+  if (to_settle) {
+    // CPU's checks failed on stand-ins: CPU's kernel on the real arguments, on the host (on CPU
+    // aliases, so an input that is also out= is seen as such), raises CPU's error at the call; if
+    // it succeeds, the stand-ins were at fault and such calls are queued again.
+    run_on_shared_aliases(op, stack, *device);
+    to_settle->settle_on_host.store(false, std::memory_order_relaxed);
     return;
   }
   // Synchronous path: computes on the calling thread, so first wait for queued work.
