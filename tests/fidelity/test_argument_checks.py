@@ -47,6 +47,10 @@ REJECTED = {
     "gcd of floats": lambda d: torch.gcd(ones(3, device=d), ones(3, device=d)),
     "sort of complex": lambda d: torch.sort(ones(3, dtype=torch.complex64, device=d)),
     "addmm of bool": lambda d: torch.addmm(*(ones(2, 2, dtype=torch.bool, device=d),) * 3),
+    # Operators with kernels of their own (ops/factories.cpp, ops/dropout.cpp).
+    "full of 300 as uint8": lambda d: torch.full((3,), 300, dtype=torch.uint8, device=d),
+    "fill_ of a complex into float": lambda d: ones(3, device=d).fill_(1 + 2j),
+    "dropout of int64": lambda d: F.dropout(ones(3, dtype=torch.int64, device=d), 0.5),
     # Size-1 stand-ins fail these for their sizes; the real sizes round finds the dtype error.
     "avg_pool2d of bool (full-size round)": lambda d: F.avg_pool2d(
         ones(1, 1, 8, 8, dtype=torch.bool, device=d), 3

@@ -5,7 +5,8 @@
 // exactly what CPU's native_dropout computes (aten/src/ATen/native/Dropout.cpp):
 //   mask = bernoulli(1 - p); output = input * mask * (1 / (1 - p))   (scale 0 when p == 1)
 // Evaluation mode (train=False) returns a copy and an all-true mask, and an empty input returns
-// itself and an empty mask, as CPU does.
+// itself and an empty mask, as CPU does. A dtype CPU rejects (an integral input) raises at the
+// call.
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/clone.h>
 #include <ATen/ops/empty_like.h>
@@ -14,17 +15,40 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <array>
+#include <atomic>
 #include <optional>
 #include <tuple>
 
 #include "backend/common/cpu_view.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
+#include "backend/executor/stand_in_check.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
 
 namespace vdev::backend {
 namespace {
+
+// CPU's native_dropout, in the order CPU computes it, into `output` and `mask`.
+void dropout_into(at::Tensor output, const at::Tensor& mask, const at::Tensor& input, double keep,
+                  double scale, at::Generator generator) {
+  mask.bernoulli_(keep, std::move(generator));
+  at::mul_out(output, input, mask);
+  output.mul_(scale);  // an integral input fails here, as CPU's input.mul(mask).mul_(scale)
+}
+
+// CPU's errors at the call (dtypes CPU cannot drop out): the computation on one-element
+// stand-ins, once per dtype (executor/stand_in_check.h).
+void check_dropout_like_cpu(const at::Tensor& input, double keep, double scale) {
+  static std::array<std::atomic<bool>, static_cast<std::size_t>(at::ScalarType::NumOptions)> ok{};
+  std::atomic<bool>& known = ok[static_cast<std::size_t>(input.scalar_type())];
+  if (known.load(std::memory_order_relaxed)) return;
+  const at::Tensor in = stand_in_like(input, {1});
+  dropout_into(at::empty_like(in), at::empty_like(in, in.options().dtype(at::kBool)), in, keep,
+               scale, cpu_generator_for(RandomDraw{}));  // raises CPU's error
+  known.store(true, std::memory_order_relaxed);
+}
 
 std::tuple<at::Tensor, at::Tensor> vdev_native_dropout(const at::Tensor& input, double p,
                                                        std::optional<bool> train) {
@@ -33,19 +57,17 @@ std::tuple<at::Tensor, at::Tensor> vdev_native_dropout(const at::Tensor& input, 
   if (input.numel() == 0) return {input, at::empty_like(input, bool_options)};
   if (train.has_value() && !*train) return {input.clone(), at::ones_like(input, bool_options)};
 
+  const double keep = 1.0 - p;
+  const double scale = keep == 0 ? 0.0 : 1.0 / keep;
+  check_dropout_like_cpu(input, keep, scale);
   const RandomDraw draw = reserve_draw(std::nullopt, input.device().index());
   at::Tensor output = at::empty_like(input);
   at::Tensor mask = at::empty_like(input, bool_options);
-  const double keep = 1.0 - p;
-  const double scale = keep == 0 ? 0.0 : 1.0 / keep;
   enqueue_task(current_runtime_stream(input.device().index()), "aten::native_dropout",
                [in = AliasSpec::of(input), out = AliasSpec::of(output), m = AliasSpec::of(mask),
                 draw, keep, scale] {
-                 at::Tensor mask_cpu = m.make();
-                 at::Tensor out_cpu = out.make();
-                 mask_cpu.bernoulli_(keep, cpu_generator_for(draw));
-                 at::mul_out(out_cpu, in.make(), mask_cpu);
-                 out_cpu.mul_(scale);
+                 dropout_into(out.make(), m.make(), in.make(), keep, scale,
+                              cpu_generator_for(draw));
                });
   return {output, mask};
 }

@@ -1,13 +1,17 @@
 // Tensor creation for vdev: empty and empty_strided allocate through the vdev caching allocator on
 // the requested device; fill_ and zero_, which every other factory ends in (torch.zeros,
 // torch.full, ...), are tasks on the current stream writing through a CPU alias of the device
-// bytes (backend/common/cpu_view.h).
+// bytes (backend/common/cpu_view.h); fill_ checks its value on the host first.
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/TensorFactories.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/fill_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
+
+#include <array>
 
 #include "backend/common/cpu_view.h"
 #include "backend/common/stream_lookup.h"
@@ -62,8 +66,21 @@ at::Tensor vdev_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
       size, stride, device_allocator(), kVdevKeys, c10::dtype_or_default(dtype)));
 }
 
+// CPU's checks of fill_ (the dtype is one its kernel fills; the value converts to it without
+// overflow: torch.full((3,), 300, dtype=torch.uint8)) at the call, as CUDA's: CPU's fill_ on a
+// one-element stand-in of the dtype, kept per thread (executor/stand_in_check.h). Leaked: a
+// thread-local destructor at exit could run after the CPU allocator's.
+void check_fill_like_cpu(at::ScalarType dtype, const at::Scalar& value) {
+  using StandIns = std::array<at::Tensor, static_cast<std::size_t>(at::ScalarType::NumOptions)>;
+  thread_local StandIns* stand_in = new StandIns;
+  at::Tensor& s = (*stand_in)[static_cast<std::size_t>(dtype)];
+  if (!s.defined()) s = at::empty({1}, at::TensorOptions().dtype(dtype));
+  at::native::fill_(s, value);  // raises CPU's error (its one-element path, without dispatch)
+}
+
 at::Tensor& vdev_fill_(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
+  check_fill_like_cpu(self.scalar_type(), value);
   vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
   enqueue_task(stream, "aten::fill_",
                [spec = AliasSpec::of(self), value] { spec.make().fill_(value); });
