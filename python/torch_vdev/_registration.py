@@ -2,7 +2,8 @@
 
 Steps, in order: load the native extension (which registers the kernels, device guard, allocator
 and hooks), rename PrivateUse1 to ``vdev``, install ``torch.vdev``, generate the
-``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, and register the exit handler. Every step
+``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, refuse vdev tensors sent to other processes,
+and register the exit handler. Every step
 either succeeds or raises; none of them can fail silently.
 """
 
@@ -40,6 +41,10 @@ def register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+        # A vdev tensor sent to another process raises where it is sent.
+        from torch_vdev.vdev import _sending
+
+        _sending.install()
         # Exit (cpp/runtime/process.h): the workers stop while the interpreter is still whole,
         # after the user's atexit handlers (registered later, run earlier) and after the
         # non-daemon threads have been joined.
