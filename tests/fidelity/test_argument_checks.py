@@ -149,3 +149,35 @@ def test_an_operator_outside_aten_is_not_run_on_stand_ins():
         assert len(calls) == 1  # its kernel may have side effects: run once, on the real data
     finally:
         lib._destroy()
+
+
+def test_a_kernel_trusting_kernel_size_is_never_given_size_1_stand_ins():
+    # CPU's slow_conv_transpose2d runs gemm over kernel_size without checking it against the
+    # weight: a size-1 weight stand-in made the check read out of bounds (a crash at the call).
+    k = 64
+    x, w = ones(1, 1, 1, 1), ones(1, 1, k, k)
+    args = ([k, k], None, [1, 1], [0, 0], [0, 0], [1, 1])
+    got = torch.ops.aten.slow_conv_transpose2d(x, w, *args)
+    assert torch.equal(got.cpu(), torch.ops.aten.slow_conv_transpose2d(x.cpu(), w.cpu(), *args))
+
+
+def test_fill_checks_values_as_cpus_kernel_for_many_elements_does():
+    # CPU's one-element fill converts values differently for reduced floating types.
+    assert torch.full((3,), 2**40, dtype=torch.complex32, device=DEV).cpu().isinf().all()
+    with pytest.raises(RuntimeError, match="c10::Half without overflow"):
+        torch.full((3,), 70000, dtype=torch.float16, device=DEV)
+
+
+def test_host_autocast_for_cpu_does_not_recast_a_checked_or_settled_call():
+    x = ones(1, 1, 8, 8, dtype=torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        dtypes = [F.pad(x, (2, 2, 2, 2), mode="reflect").dtype for _ in range(2)]
+    assert dtypes == [torch.bfloat16, torch.bfloat16]
+
+
+def test_assert_async_stays_queued():
+    flag = torch.tensor(True, device=DEV)
+    with gated(torch.vdev.current_stream()) as gate:
+        wait_until_blocked(gate)
+        assert run_bounded(lambda: torch._assert_async(flag, "a new message"))
+    torch.vdev.synchronize()

@@ -158,7 +158,18 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
     }
     if (!plan->out_args.empty() && is_refused_out_overload(op)) plan->out_refused.store(true);
   }
-  if (!cpu_accepts_stand_ins(op, stack, first, nargs)) plan->settle_on_host.store(true);
+  int64_t output_elements = 0;
+  for (const MetaReturn& r : plan->returns) {
+    for (const MetaTensor& t : r.tensors) {
+      if (!t.defined) continue;
+      int64_t n = 1;
+      for (int64_t s : t.sizes) n *= s;
+      output_elements += n;
+    }
+  }
+  if (!cpu_accepts_stand_ins(op, stack, first, nargs, output_elements)) {
+    plan->settle_on_host.store(true);
+  }
   return plan;
 }
 

@@ -3,6 +3,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
 #include <string_view>
@@ -34,8 +35,20 @@ bool checked_on_stand_ins(const c10::OperatorHandle& op) {
   const std::string_view name = op.schema().name();
   if (name.substr(0, 6) != "aten::") return false;
   if (name.find("_backward") != std::string_view::npos) return false;
+  // _assert_async and friends: the stand-in's 0 always fails them, and they are queued on CUDA.
+  if (name.find("assert") != std::string_view::npos) return false;
   return !op.hasTag(at::Tag::nondeterministic_seeded) ||
          generator_argument(op.schema()).has_value();
+}
+
+// Size-1 stand-ins are unsafe where a kernel trusts a kernel_size argument against its weight's
+// sizes (CPU's slow_conv_transpose2d/3d and slow_conv3d run gemm over kernel_size without a check):
+// such operators go straight to the real sizes.
+bool size_one_round_is_safe(const c10::FunctionSchema& schema) {
+  for (const c10::Argument& a : schema.arguments()) {
+    if (a.name() == "kernel_size") return false;
+  }
+  return true;
 }
 
 // The second round's stand-ins hold at most this many elements in all (64 MiB of float32).
@@ -97,6 +110,9 @@ bool trial_round(const c10::OperatorHandle& op, const torch::jit::Stack& stack, 
   } catch (const std::exception&) {
     return true;  // a dtype CPU cannot even fill: nothing to check with
   }
+  // Below autocast: CPU autocast on the host must not recast the stand-ins (the call was already
+  // past vdev's own autocast).
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
   return trial_succeeds([&] { op.callBoxed(&trial_stack); });
 }
 
@@ -127,13 +143,18 @@ bool trial_succeeds(const std::function<void()>& trial) {
 }
 
 bool cpu_accepts_stand_ins(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                           std::size_t first, std::size_t nargs) {
+                           std::size_t first, std::size_t nargs, int64_t output_elements) {
   if (!checked_on_stand_ins(op)) return true;
-  if (trial_round(op, stack, first, nargs, /*full_size=*/false)) return true;
+  if (size_one_round_is_safe(op.schema()) &&
+      trial_round(op, stack, first, nargs, /*full_size=*/false)) {
+    return true;
+  }
   // Size-1 stand-ins fail many size checks that the real sizes pass (a pooling kernel of 3, a
   // layer norm over 768 features): a second round with the real sizes settles those without a
-  // host wait, when they are small enough to compute on the host once.
-  if (!full_size_trial_affordable(vdev_elements(stack, first, nargs))) return false;
+  // host wait, when they (inputs and outputs) are small enough to compute on the host once.
+  if (!full_size_trial_affordable(vdev_elements(stack, first, nargs) + output_elements)) {
+    return false;
+  }
   return trial_round(op, stack, first, nargs, /*full_size=*/true);
 }
 

@@ -28,7 +28,10 @@
 //  * backward operators: they trust sizes that the forward checked, and a size-1 stand-in against
 //    the forward's lengths (ctc_loss's input_lengths) would make CPU's kernel read out of bounds;
 //  * random operators without a Generator argument: the trial would draw from CPU's default
-//    generator. With one, the trial gets a private generator.
+//    generator. With one, the trial gets a private generator;
+//  * assertions (_assert_async): the stand-in's 0 fails them, and CUDA queues them.
+// Operators with a kernel_size argument skip the size-1 round: CPU's slow_conv_transpose2d/3d and
+// slow_conv3d trust kernel_size against the weight's sizes and would read out of bounds.
 // Warnings raised by a trial are dropped (the real run raises them again); a TORCH_WARN_ONCE
 // reached first by a trial is spent there.
 //
@@ -45,9 +48,10 @@
 namespace vdev::backend {
 
 // Whether CPU's kernel accepts stand-ins of stack[first, first + nargs) (true also when the
-// operator is not checked, see above).
+// operator is not checked, see above); `output_elements` (from the meta kernel) counts towards the
+// second round's budget.
 bool cpu_accepts_stand_ins(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                           std::size_t first, std::size_t nargs);
+                           std::size_t first, std::size_t nargs, int64_t output_elements);
 
 // Whether a failed check may be settled now by running the call synchronously on its real
 // arguments: not in a sync debug mode.

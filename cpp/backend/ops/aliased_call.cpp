@@ -94,7 +94,11 @@ void run_on_shared_aliases(const c10::OperatorHandle& op, torch::jit::Stack* sta
     }
     cpu_stack.push_back(map_tensors(v, alias));
   }
-  op.callBoxed(&cpu_stack);  // CPU's kernel, with CPU's checks
+  // CPU's kernel, with CPU's checks; below autocast (CPU autocast on the host must not recast).
+  {
+    const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    op.callBoxed(&cpu_stack);
+  }
   for (Written& w : written) {
     if (w.fresh) {
       resize_vdev_tensor(w.device, w.cpu.sizes(), std::nullopt);

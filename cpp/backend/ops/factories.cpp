@@ -8,9 +8,11 @@
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/fill_native.h>
+#include <ATen/ops/from_blob.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 
 #include "backend/common/cpu_view.h"
@@ -68,19 +70,29 @@ at::Tensor vdev_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 
 // CPU's checks of fill_ (the dtype is one its kernel fills; the value converts to it without
 // overflow: torch.full((3,), 300, dtype=torch.uint8)) at the call, as CUDA's: CPU's fill_ on a
-// one-element stand-in of the dtype, kept per thread (executor/stand_in_check.h). Leaked: a
-// thread-local destructor at exit could run after the CPU allocator's.
-void check_fill_like_cpu(at::ScalarType dtype, const at::Scalar& value) {
-  using StandIns = std::array<at::Tensor, static_cast<std::size_t>(at::ScalarType::NumOptions)>;
-  thread_local StandIns* stand_in = new StandIns;
-  at::Tensor& s = (*stand_in)[static_cast<std::size_t>(dtype)];
+// stand-in (executor/stand_in_check.h). For the reduced floating types CPU's one-element path
+// converts values differently from its kernel for more (which goes through float), so their
+// stand-in has as many elements as self, up to 2, over a stack buffer; the other dtypes convert
+// alike and use a one-element stand-in kept per thread (cheaper: no TensorIterator).
+void check_fill_like_cpu(const at::Tensor& self, const at::Scalar& value) {
+  const at::ScalarType dtype = self.scalar_type();
+  if (at::isReducedFloatingType(dtype) || dtype == at::kComplexHalf) {
+    alignas(16) unsigned char bytes[32];  // two elements of any of them
+    at::Tensor s = at::from_blob(bytes, {std::min<int64_t>(self.numel(), 2)},
+                                 at::TensorOptions().dtype(dtype));
+    at::native::fill_(s, value);  // raises CPU's error
+    return;
+  }
+  // Thread-local destructors run before static ones (the CPU allocator) at exit.
+  thread_local std::array<at::Tensor, static_cast<std::size_t>(at::ScalarType::NumOptions)> kept;
+  at::Tensor& s = kept[static_cast<std::size_t>(dtype)];
   if (!s.defined()) s = at::empty({1}, at::TensorOptions().dtype(dtype));
-  at::native::fill_(s, value);  // raises CPU's error (its one-element path, without dispatch)
+  at::native::fill_(s, value);  // raises CPU's error
 }
 
 at::Tensor& vdev_fill_(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
-  check_fill_like_cpu(self.scalar_type(), value);
+  check_fill_like_cpu(self, value);
   vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
   enqueue_task(stream, "aten::fill_",
                [spec = AliasSpec::of(self), value] { spec.make().fill_(value); });
