@@ -53,7 +53,7 @@ def test_a_vdev_storage_and_a_pipe_send_raise_too():
     assert b.recv().tolist() == [1.0, 1.0]
 
 
-def test_cpu_tensors_and_unpicklable_objects_behave_as_without_vdev():
+def test_cpu_tensors_still_go_through_a_queue_once_vdev_is_initialised():
     q = mp.Queue()
     q.put({"x": torch.arange(4), "s": "text"})
     got = q.get(timeout=60)

@@ -1,6 +1,7 @@
 #include "backend/executor/launch_plan.h"
 
 #include <ATen/ops/empty_strided.h>
+#include <c10/util/accumulate.h>
 
 #include "backend/common/alert_filter.h"
 #include "backend/common/task.h"
@@ -161,10 +162,7 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   int64_t output_elements = 0;
   for (const MetaReturn& r : plan->returns) {
     for (const MetaTensor& t : r.tensors) {
-      if (!t.defined) continue;
-      int64_t n = 1;
-      for (int64_t s : t.sizes) n *= s;
-      output_elements += n;
+      if (t.defined) output_elements += c10::multiply_integers(t.sizes);
     }
   }
   if (!cpu_accepts_stand_ins(op, stack, first, nargs, output_elements)) {

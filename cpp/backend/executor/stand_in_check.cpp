@@ -17,18 +17,9 @@
 namespace vdev::backend {
 namespace {
 
-class DropWarnings final : private c10::WarningHandler {
- public:
-  DropWarnings() : previous_(c10::WarningUtils::get_warning_handler()) {
-    c10::WarningUtils::set_warning_handler(this);
-  }
-  ~DropWarnings() override { c10::WarningUtils::set_warning_handler(previous_); }
-  DropWarnings(const DropWarnings&) = delete;
-  DropWarnings& operator=(const DropWarnings&) = delete;
-
- private:
+// Installed for a trial with c10's own WarningHandlerGuard.
+class DiscardWarnings final : public c10::WarningHandler {
   void process(const c10::Warning&) override {}
-  c10::WarningHandler* previous_;
 };
 
 bool checked_on_stand_ins(const c10::OperatorHandle& op) {
@@ -133,7 +124,8 @@ at::Tensor stand_in_like(const at::Tensor& like, at::IntArrayRef sizes) {
 bool full_size_trial_affordable(int64_t elements) { return elements <= kFullSizeBudget; }
 
 bool trial_succeeds(const std::function<void()>& trial) {
-  const DropWarnings quiet;
+  static DiscardWarnings discard;  // stateless: shared by every thread
+  const c10::WarningUtils::WarningHandlerGuard quiet(&discard);
   try {
     trial();
   } catch (const std::exception&) {
