@@ -12,5 +12,6 @@ void bind_device(nanobind::module_& m);
 void bind_streams(nanobind::module_& m);
 void bind_memory(nanobind::module_& m);
 void bind_random(nanobind::module_& m);
+void bind_distributed(nanobind::module_& m);
 
 }  // namespace vdev::bindings

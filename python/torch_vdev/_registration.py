@@ -3,6 +3,7 @@
 Steps, in order: load the native extension (which registers the kernels, device guard, allocator
 and hooks), rename PrivateUse1 to ``vdev``, install ``torch.vdev``, generate the
 ``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, refuse vdev tensors sent to other processes,
+register the vccl collectives backend,
 and register the exit handler. Every step
 either succeeds or raises; none of them can fail silently.
 """
@@ -45,6 +46,10 @@ def register() -> None:
         from torch_vdev.vdev import _sending
 
         _sending.install()
+        # torch.distributed's backend for vdev tensors (vccl), the default for the device.
+        from torch_vdev import distributed as vccl
+
+        vccl.register()
         # Exit (cpp/runtime/process.h): the workers stop while the interpreter is still whole,
         # after the user's atexit handlers (registered later, run earlier) and after the
         # non-daemon threads have been joined.

@@ -19,7 +19,8 @@ BACKEND_DEPENDS_ON = {
     "device": {"common", "memory", "random"},
     "executor": {"common", "memory", "random"},
     "ops": {"common", "memory", "executor", "random"},
-    "testing": {"common", "memory", "random", "amp", "device", "executor", "ops"},
+    "distributed": {"common", "memory"},
+    "testing": {"common", "memory", "random", "amp", "device", "executor", "ops", "distributed"},
 }
 
 

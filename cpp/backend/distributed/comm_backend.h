@@ -1,0 +1,165 @@
+// vccl: the c10d backend for vdev tensors. It runs Gloo's collectives (a ProcessGroupGloo made by
+// torch.distributed, driven through the virtual c10d::Backend interface: the torch wheel ships no
+// Gloo headers) on the device bytes, on a communication stream of the device, as NCCL runs on its
+// own CUDA stream.
+//
+// A collective called on the host:
+//   1. checks its tensors as NCCL does (vdev, on the group's device, dense, contiguous, a reduce
+//      op Gloo has) and raises at the call;
+//   2. makes the comm stream wait for the work queued so far on the caller's current stream;
+//   3. declares every tensor used on the comm stream (record_stream: the caching allocator does
+//      not reuse the memory before the collective has finished, even if the caller frees it);
+//   4. queues one task on the comm stream that hands Gloo CPU aliases of the device bytes
+//      (kernel-side addresses: no staging copy) and waits for Gloo's work;
+//   5. returns a CommWork (backend/distributed/comm_work.h) without blocking the host.
+// Between startCoalescing() and endCoalescing() the collectives are gathered and run as one task
+// that starts them all before waiting for any (batch_isend_irecv's pairs of sends and receives
+// would otherwise wait for each other).
+// A single send or recv is posted by its comm stream task, which does not wait for it: a second
+// stream of the group (the p2p stream) waits for it, and the Work's event is recorded there.
+// Gloo's sends complete only once the peer has posted the matching receive, so waiting on the
+// comm stream would deadlock the common `isend(next); irecv(prev)` on every rank, which NCCL runs
+// (NCCL's small sends complete into the peer's buffers). Later collectives are not ordered after
+// a pending send or recv, as NCCL's collective and p2p streams are not: Work.wait() orders them.
+//
+// Before a collective's data moves, the ranks compare what they called (op, dtype, number of
+// tensors and elements of the tensors that must agree) with a small Gloo all-gather on the same
+// task: a mismatch raises on every rank, naming both sides. Without it, Gloo's transport aborts
+// the process that receives more bytes than it expects (gloo::EnforceNotMet in its I/O thread).
+// Sends and receives are not compared (their sizes may differ by design: the receiver's buffer).
+//
+// The group's device is the device of its first collective's tensors (NCCL binds a group to one
+// device per rank); tensors on another vdev device then raise ValueError. All collectives of a
+// group run on its one comm stream, in the order the host called them, which is the order Gloo
+// requires on every rank.
+//
+// Errors in flight (a peer that dies, a timeout, mismatched sizes that Gloo detects) fail the
+// task after Gloo's timeout: the comm stream keeps the error (runtime/stream.h), the Work reports
+// it, and the streams that waited for the collective carry it to their next synchronize. Nothing
+// else on the device is touched.
+//
+// Thread rules: collectives may be called from any host thread (the binding and the coalescing
+// state are guarded by a mutex); c10d's own rule stands: every rank calls them in the same order.
+// Ownership: the backend owns the Gloo backend and shares it with queued tasks (an intrusive_ptr
+// per task), so destroying the process group while collectives are queued is safe.
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <array>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "backend/common/cpu_view.h"
+#include "backend/common/export.h"
+#include "runtime/stream.h"
+
+namespace vdev::backend {
+
+class VDEV_BACKEND_API CommBackend : public c10d::Backend {
+ public:
+  // `gloo`: a ProcessGroupGloo of the same rank and size, on its own store prefix.
+  CommBackend(c10::intrusive_ptr<c10d::Backend> gloo, int rank, int size);
+
+  const std::string getBackendName() const override { return "vccl"; }
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+  void setTimeout(std::chrono::milliseconds timeout) override { gloo_->setTimeout(timeout); }
+  void setSequenceNumberForGroup() override { gloo_->setSequenceNumberForGroup(); }
+  uint64_t getSequenceNumberForGroup() override { return gloo_->getSequenceNumberForGroup(); }
+  void setGroupUid(const std::string& uid) override;
+  void shutdown() override;
+  void abort() override;
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_splits,
+                                               std::vector<int64_t>& input_splits,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
+                                          std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src_rank,
+                                      int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  // Argument lists as Gloo's methods take them; args[0] is the flat list (inputs or in-place
+  // tensors), later entries the nested lists (one per rank or per input).
+  using TensorLists = std::vector<std::vector<at::Tensor>>;
+  using Launch = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, TensorLists&)>;
+  // What every rank must agree on for a collective (op, dtype, tensors, elements).
+  using Fingerprint = std::array<int64_t, 4>;
+  struct Pending {
+    std::vector<std::vector<AliasSpec>> args;
+    Launch launch;
+    std::optional<Fingerprint> print;  // none: not compared (send, recv)
+  };
+  struct Submission {
+    c10d::OpType type;
+    const char* name;
+    TensorLists args;
+    std::vector<at::Tensor> outputs;   // what the Work's result() and Future hold
+    std::vector<at::Tensor> agreeing;  // the tensors whose dtype and size every rank shares
+    bool host_waits = false;
+  };
+
+  c10::intrusive_ptr<c10d::Work> submit(Submission s, Launch launch);
+  // The group's device for tensors on `device` (binds it on first use).
+  vdev::rt::Stream& comm_stream_for(c10::DeviceIndex device, const char* name);
+  c10::DeviceIndex device_of(const TensorLists& args, const char* name) const;
+  c10::intrusive_ptr<c10d::Work> queue_locked(std::vector<Pending> ops, c10d::OpType type,
+                                              const char* name, std::vector<at::Tensor> outputs,
+                                              bool host_waits);
+
+  const c10::intrusive_ptr<c10d::Backend> gloo_;
+  std::mutex mu_;
+  c10::intrusive_ptr<c10d::Work> queue_p2p_locked(Pending op, c10d::OpType type, const char* name,
+                                                  std::vector<at::Tensor> outputs);
+
+  vdev::rt::Stream* comm_ = nullptr;           // guarded by mu_; set on first use, then fixed
+  vdev::rt::Stream* p2p_ = nullptr;            // guarded by mu_; set with comm_
+  c10::DeviceIndex device_ = -1;               // guarded by mu_
+  bool coalescing_ = false;                    // guarded by mu_
+  std::vector<Pending> coalesced_;             // guarded by mu_
+  std::vector<at::Tensor> coalesced_outputs_;  // guarded by mu_
+};
+
+}  // namespace vdev::backend

@@ -1,0 +1,209 @@
+"""What one rank of a multi-process test runs: `python rank_scenarios.py SCENARIO RANK OUT`.
+
+The environment gives MASTER_ADDR/MASTER_PORT/WORLD_SIZE (tests/distributed/ranks.py). Each
+scenario returns a JSON-able dict of what this rank observed; the test computes the expected
+values itself. An exception escaping a scenario is recorded as "error" with its type."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.distributed as dist
+
+
+def _device(rank: int) -> torch.device:
+    return torch.device("vdev", rank % torch.vdev.device_count())
+
+
+def _error(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+
+def collectives(rank: int, ws: int) -> dict:
+    dev = _device(rank)
+    torch.vdev.set_device(dev)
+    dist.init_process_group(rank=rank, world_size=ws)  # no backend named: vdev's default
+    out: dict = {"backend": dist.get_backend_config(), "device": str(dev)}
+
+    def full(n, v, dtype=torch.float32):
+        return torch.full((n,), v, dtype=dtype, device=dev)
+
+    for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX"):
+        x = full(3, float(rank + 1))
+        dist.all_reduce(x, op=getattr(dist.ReduceOp, name))
+        out[f"all_reduce_{name}"] = x.tolist()
+    for name in ("BAND", "BOR", "BXOR"):
+        x = full(3, rank + 1, torch.int32)
+        dist.all_reduce(x, op=getattr(dist.ReduceOp, name))
+        out[f"all_reduce_{name}"] = x.tolist()
+    for dtype in (torch.bfloat16, torch.int64, torch.complex64, torch.float64):
+        x = full(2, rank + 1, dtype)
+        dist.all_reduce(x)
+        out[f"all_reduce_{dtype}"] = x.cpu().to(torch.complex128).real.tolist()
+
+    x = full(3, float(rank))
+    dist.broadcast(x, src=ws - 1)
+    out["broadcast"] = x.tolist()
+    x = full(3, float(rank + 1))
+    dist.reduce(x, dst=0)
+    out["reduce"] = x.tolist() if rank == 0 else None
+
+    outs = [full(2, -1.0) for _ in range(ws)]
+    dist.all_gather(outs, full(2, float(rank)))
+    out["all_gather"] = [t.tolist() for t in outs]
+    o = full(2 * ws, -1.0)
+    dist.all_gather_into_tensor(o, full(2, float(rank)))
+    out["all_gather_into_tensor"] = o.tolist()
+    g = [full(2, -1.0) for _ in range(ws)] if rank == 0 else None
+    dist.gather(full(2, float(rank)), g, dst=0)
+    out["gather"] = [t.tolist() for t in g] if rank == 0 else None
+    o = full(2, -1.0)
+    dist.scatter(o, [full(2, float(10 + r)) for r in range(ws)] if rank == 0 else None, src=0)
+    out["scatter"] = o.tolist()
+    o = full(2, -1.0)
+    dist.reduce_scatter(o, [full(2, float(rank * 10 + r)) for r in range(ws)])
+    out["reduce_scatter"] = o.tolist()
+    o = full(2, -1.0)
+    dist.reduce_scatter_tensor(o, torch.arange(2.0 * ws, device=dev) + rank)
+    out["reduce_scatter_tensor"] = o.tolist()
+    outs = [full(1, -1.0) for _ in range(ws)]
+    dist.all_to_all(outs, [full(1, float(100 * rank + r)) for r in range(ws)])
+    out["all_to_all"] = [t.tolist() for t in outs]
+    # Uneven splits: rank r sends r + 1 + j elements to rank j.
+    send = torch.cat([full(rank + 1 + j, float(100 * rank + j)) for j in range(ws)])
+    recv = full(sum(j + 1 + rank for j in range(ws)), -1.0)
+    dist.all_to_all_single(
+        recv, send, [j + 1 + rank for j in range(ws)], [rank + 1 + j for j in range(ws)]
+    )
+    out["all_to_all_single"] = recv.tolist()
+
+    # Point to point around the ring; even ranks send first so blocking calls pair up.
+    nxt, prv = (rank + 1) % ws, (rank - 1) % ws
+    s, r = full(4, float(rank)), full(4, -1.0)
+    if rank % 2 == 0:
+        dist.send(s, nxt)
+        dist.recv(r, prv)
+    else:
+        dist.recv(r, prv)
+        dist.send(s, nxt)
+    out["send_recv"] = r.tolist()
+    r = full(4, -1.0)
+    works = [dist.isend(full(4, float(rank + 50)), nxt), dist.irecv(r, prv)]
+    for w in works:
+        w.wait()
+    out["isend_irecv"] = r.tolist()
+    n = 1 << 20  # larger than the socket buffers: both sides must be posted together
+    r = full(n, -1.0)
+    ops = [dist.P2POp(dist.isend, full(n, float(rank)), nxt), dist.P2POp(dist.irecv, r, prv)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    out["batch_isend_irecv"] = [r[0].item(), r[-1].item(), bool((r == prv).all())]
+
+    dist.barrier()
+    objs = [None] * ws
+    dist.all_gather_object(objs, {"rank": rank})
+    out["all_gather_object"] = objs
+    lst = [f"from {rank}"]
+    dist.broadcast_object_list(lst, src=0)
+    out["broadcast_object_list"] = lst
+    got = [None]
+    dist.scatter_object_list(got, [f"to {r}" for r in range(ws)] if rank == 0 else None, src=0)
+    out["scatter_object_list"] = got
+
+    # Groups: all ranks in reverse order, and the last rank alone.
+    everyone = dist.new_group(list(range(ws))[::-1])
+    x = full(2, float(rank + 1))
+    dist.all_reduce(x, group=everyone)
+    out["new_group_all_reduce"] = x.tolist()
+    alone = dist.new_group([ws - 1])
+    if rank == ws - 1:
+        x = full(2, 7.0)
+        dist.all_reduce(x, group=alone)
+        out["single_rank_group"] = x.tolist()
+    sub, _ = dist.new_subgroups(group_size=1)
+    x = full(2, float(rank + 3))
+    dist.all_reduce(x, group=sub)
+    out["subgroup"] = x.tolist()
+
+    w = dist.all_reduce(full(2, 1.0), async_op=True)
+    fut = w.get_future()
+    w.wait()
+    out["future_value"] = fut.wait()[0].tolist()
+    torch.vdev.synchronize()
+    out["async_completed_after_sync"] = w.is_completed() and w.is_success()
+    dist.destroy_process_group()
+    return out
+
+
+def mismatch(rank: int, ws: int) -> dict:
+    """Ranks disagree on the size of an all_reduce: the error must come within the timeout."""
+    dev = _device(rank)
+    torch.vdev.set_device(dev)
+    dist.init_process_group(
+        "vccl", rank=rank, world_size=ws, timeout=datetime.timedelta(seconds=10)
+    )
+    kept = torch.arange(5.0, device=dev)
+    start = time.monotonic()
+    out: dict = {}
+    try:
+        x = torch.ones(4 + 4 * rank, device=dev)
+        dist.all_reduce(x)
+        torch.vdev.synchronize()
+        out["error"] = None
+    except Exception as e:  # noqa: BLE001
+        out["error"] = _error(e)
+    out["seconds"] = time.monotonic() - start
+    out["kept"] = kept.tolist()
+    out["device_works"] = (torch.ones(3, device=dev) * 2).tolist()
+    return out
+
+
+def rank_dies(rank: int, ws: int) -> dict:
+    """The last rank exits after the group is up: the others fail within the timeout."""
+    dev = _device(rank)
+    torch.vdev.set_device(dev)
+    dist.init_process_group(
+        "vccl", rank=rank, world_size=ws, timeout=datetime.timedelta(seconds=10)
+    )
+    dist.barrier()
+    if rank == ws - 1:
+        os._exit(3)
+    kept = torch.arange(5.0, device=dev)
+    start = time.monotonic()
+    out: dict = {}
+    try:
+        x = torch.ones(4, device=dev)
+        dist.all_reduce(x)
+        x.cpu()
+        out["error"] = None
+    except Exception as e:  # noqa: BLE001
+        out["error"] = _error(e)
+    out["seconds"] = time.monotonic() - start
+    out["kept"] = kept.tolist()
+    out["device_works"] = (torch.ones(3, device=dev) * 2).tolist()
+    return out
+
+
+def main() -> None:
+    scenario, rank, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    ws = int(os.environ["WORLD_SIZE"])
+    try:
+        result = globals()[scenario](rank, ws)
+    except BaseException as e:  # noqa: BLE001
+        result = {"error": _error(e), "traceback": traceback.format_exc()}
+    with open(path, "w") as f:
+        json.dump(result, f)
+    # Exit without running destructors of a broken group (a dead peer): the result is written.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""vccl across processes (loopback, Gloo's TCP transport): every collective and point-to-point
+call, groups, object collectives, and failures that must raise on every rank within the timeout.
+
+Expected values are computed here from each rank's inputs (rank_scenarios.py says what each rank
+sends). Two processes in CI; VDEV_DIST_FULL=1 also runs four."""
+
+from __future__ import annotations
+
+import os
+from functools import reduce
+
+import pytest
+
+from ranks import run_ranks
+
+SIZES = [2, 4] if os.environ.get("VDEV_DIST_FULL") == "1" else [2]
+
+
+@pytest.fixture(scope="module", params=SIZES, ids=lambda n: f"{n}ranks")
+def ranks(request, tmp_path_factory):
+    ws = request.param
+    results = run_ranks("collectives", ws, tmp_path_factory.mktemp(f"collectives{ws}"))
+    for r, rank in enumerate(results):
+        assert rank.returncode == 0, rank.stderr[-3000:]
+        assert "error" not in rank.result, (r, rank.result.get("traceback"))
+    return [rank.result for rank in results]
+
+
+def test_default_backend_of_vdev_is_vccl(ranks):
+    for res in ranks:
+        assert res["backend"] == "vdev:vccl"
+        assert res["device"].startswith("vdev:")
+
+
+@pytest.mark.parametrize(
+    "op,fn",
+    [
+        ("SUM", sum),
+        ("AVG", lambda v: sum(v) / len(v)),
+        ("PRODUCT", lambda v: reduce(lambda a, b: a * b, v)),
+        ("MIN", min),
+        ("MAX", max),
+        ("BAND", lambda v: reduce(lambda a, b: a & b, v)),
+        ("BOR", lambda v: reduce(lambda a, b: a | b, v)),
+        ("BXOR", lambda v: reduce(lambda a, b: a ^ b, v)),
+    ],
+)
+def test_all_reduce_ops(ranks, op, fn):
+    ws = len(ranks)
+    expected = fn([r + 1 for r in range(ws)])
+    for res in ranks:
+        assert res[f"all_reduce_{op}"] == pytest.approx([expected] * 3)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "int64", "complex64", "float64"])
+def test_all_reduce_dtypes(ranks, dtype):
+    ws = len(ranks)
+    for res in ranks:
+        assert res[f"all_reduce_torch.{dtype}"] == [ws * (ws + 1) / 2] * 2
+
+
+def test_rooted_collectives(ranks):
+    ws = len(ranks)
+    for r, res in enumerate(ranks):
+        assert res["broadcast"] == [ws - 1.0] * 3
+        assert res["reduce"] == ([ws * (ws + 1) / 2] * 3 if r == 0 else None)
+        assert res["gather"] == ([[float(i)] * 2 for i in range(ws)] if r == 0 else None)
+        assert res["scatter"] == [10.0 + r] * 2
+
+
+def test_gathers_and_scatters(ranks):
+    ws = len(ranks)
+    for r, res in enumerate(ranks):
+        assert res["all_gather"] == [[float(i)] * 2 for i in range(ws)]
+        assert res["all_gather_into_tensor"] == [float(i) for i in range(ws) for _ in range(2)]
+        # rank i contributes i*10 + r to the slot of rank r
+        assert res["reduce_scatter"] == [float(sum(i * 10 + r for i in range(ws)))] * 2
+        # rank i contributes arange(2*ws) + i; rank r gets elements 2r, 2r+1 summed
+        assert res["reduce_scatter_tensor"] == [
+            float(sum(2 * r + k + i for i in range(ws))) for k in range(2)
+        ]
+
+
+def test_all_to_all(ranks):
+    ws = len(ranks)
+    for r, res in enumerate(ranks):
+        assert res["all_to_all"] == [[100.0 * j + r] for j in range(ws)]
+        # rank j sends j + 1 + r elements of value 100*j + r to rank r
+        assert res["all_to_all_single"] == [
+            100.0 * j + r for j in range(ws) for _ in range(j + 1 + r)
+        ]
+
+
+def test_point_to_point(ranks):
+    ws = len(ranks)
+    for r, res in enumerate(ranks):
+        prv = (r - 1) % ws
+        assert res["send_recv"] == [float(prv)] * 4
+        assert res["isend_irecv"] == [prv + 50.0] * 4
+        assert res["batch_isend_irecv"] == [float(prv), float(prv), True]
+
+
+def test_object_collectives(ranks):
+    ws = len(ranks)
+    for r, res in enumerate(ranks):
+        assert res["all_gather_object"] == [{"rank": i} for i in range(ws)]
+        assert res["broadcast_object_list"] == ["from 0"]
+        assert res["scatter_object_list"] == [f"to {r}"]
+
+
+def test_groups(ranks):
+    ws = len(ranks)
+    for r, res in enumerate(ranks):
+        assert res["new_group_all_reduce"] == [ws * (ws + 1) / 2] * 2
+        assert res["subgroup"] == [r + 3.0] * 2  # a group of one
+        if r == ws - 1:
+            assert res["single_rank_group"] == [7.0] * 2
+
+
+def test_async_work_and_future(ranks):
+    ws = len(ranks)
+    for res in ranks:
+        assert res["future_value"] == [float(ws)] * 2
+        assert res["async_completed_after_sync"] is True
+
+
+@pytest.mark.parametrize("scenario", ["mismatch", "rank_dies"])
+def test_failures_raise_on_the_other_ranks_within_the_timeout(scenario, tmp_path):
+    results = run_ranks(scenario, 2, tmp_path, timeout=120)
+    survivors = results if scenario == "mismatch" else results[:1]
+    if scenario == "rank_dies":
+        assert results[1].returncode == 3
+    for rank in survivors:
+        res = rank.result
+        assert rank.returncode == 0, rank.stderr[-3000:]
+        assert res["error"] and res["error"].startswith("RuntimeError"), res
+        if scenario == "mismatch":
+            assert "called different collectives" in res["error"]
+            assert "4 element(s)" in res["error"] and "8 element(s)" in res["error"]
+        else:
+            assert "c10d::allreduce" in res["error"]
+        assert res["seconds"] < 30  # the group's timeout is 10 s: it must not be exceeded much
+        assert res["kept"] == [0.0, 1.0, 2.0, 3.0, 4.0]
+        assert res["device_works"] == [2.0, 2.0, 2.0]
