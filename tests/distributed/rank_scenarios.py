@@ -60,6 +60,10 @@ def collectives(rank: int, ws: int) -> dict:
     o = full(2 * ws, -1.0)
     dist.all_gather_into_tensor(o, full(2, float(rank)))
     out["all_gather_into_tensor"] = o.tolist()
+    # NCCL needs only matching element counts (Gloo alone would also check the shapes).
+    o = torch.full((2, 2 * ws), -1.0, device=dev)
+    dist.all_gather_into_tensor(o, torch.full((2, 2), float(rank), device=dev))
+    out["all_gather_into_tensor_2d"] = o.flatten().tolist()
     g = [full(2, -1.0) for _ in range(ws)] if rank == 0 else None
     dist.gather(full(2, float(rank)), g, dst=0)
     out["gather"] = [t.tolist() for t in g] if rank == 0 else None
@@ -159,6 +163,17 @@ def mismatch(rank: int, ws: int) -> dict:
     except Exception as e:  # noqa: BLE001
         out["error"] = _error(e)
     out["seconds"] = time.monotonic() - start
+    # The group is broken for good (as an NCCL communicator after an error), on every rank ...
+    try:
+        dist.all_reduce(torch.ones(2, device=dev))
+        out["after"] = None
+    except Exception as e:  # noqa: BLE001
+        out["after"] = _error(e)
+    # ... and a new group works.
+    fresh = dist.new_group(list(range(ws)))
+    x = torch.ones(2, device=dev)
+    dist.all_reduce(x, group=fresh)
+    out["new_group"] = x.tolist()
     out["kept"] = kept.tolist()
     out["device_works"] = (torch.ones(3, device=dev) * 2).tolist()
     return out

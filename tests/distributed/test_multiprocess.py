@@ -73,6 +73,7 @@ def test_gathers_and_scatters(ranks):
     for r, res in enumerate(ranks):
         assert res["all_gather"] == [[float(i)] * 2 for i in range(ws)]
         assert res["all_gather_into_tensor"] == [float(i) for i in range(ws) for _ in range(2)]
+        assert res["all_gather_into_tensor_2d"] == [float(i) for i in range(ws) for _ in range(4)]
         # rank i contributes i*10 + r to the slot of rank r
         assert res["reduce_scatter"] == [float(sum(i * 10 + r for i in range(ws)))] * 2
         # rank i contributes arange(2*ws) + i; rank r gets elements 2r, 2r+1 summed
@@ -137,6 +138,10 @@ def test_failures_raise_on_the_other_ranks_within_the_timeout(scenario, tmp_path
         if scenario == "mismatch":
             assert "called different collectives" in res["error"]
             assert "4 element(s)" in res["error"] and "8 element(s)" in res["error"]
+            # every rank refuses the group's next collective at the call, naming the failure
+            assert res["after"].startswith("DistBackendError"), res["after"]
+            assert "failed earlier" in res["after"] and "different collectives" in res["after"]
+            assert res["new_group"] == [2.0, 2.0]
         else:
             assert "c10d::allreduce" in res["error"]
         assert res["seconds"] < 30  # the group's timeout is 10 s: it must not be exceeded much

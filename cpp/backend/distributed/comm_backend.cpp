@@ -139,6 +139,35 @@ void CommBackend::shutdown() {
 
 void CommBackend::abort() { gloo_->abort(); }
 
+void CommBackend::remember_failure(Failure& failure, const std::exception_ptr& e) {
+  std::string what = "unknown error";
+  try {
+    std::rethrow_exception(e);
+  } catch (const c10::Error& err) {
+    what = err.what_without_backtrace();
+  } catch (const std::exception& err) {
+    what = err.what();
+  } catch (...) {
+  }
+  std::lock_guard<std::mutex> lock(failure.mu);
+  if (!failure.failed.load()) {
+    failure.first = std::move(what);
+    failure.failed.store(true);
+  }
+}
+
+void CommBackend::throw_failed(Failure& failure, const char* name) {
+  std::lock_guard<std::mutex> lock(failure.mu);
+  C10_THROW_ERROR(DistBackendError,
+                  c10::str("vccl ", name, ": this process group failed earlier and runs no more ",
+                           "collectives (as an NCCL communicator after an error); create a new ",
+                           "group. The first failure: ", failure.first));
+}
+
+void CommBackend::check_not_failed(const char* name) const {
+  if (failure_->failed.load()) throw_failed(*failure_, name);
+}
+
 c10::DeviceIndex CommBackend::device_of(const TensorLists& args, const char* name) const {
   for (const auto& list : args) {
     for (const at::Tensor& t : list) {
@@ -167,6 +196,7 @@ vdev::rt::Stream& CommBackend::comm_stream_for(c10::DeviceIndex device, const ch
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::submit(Submission s, Launch launch) {
+  check_not_failed(s.name);
   const c10::DeviceIndex device = device_of(s.args, s.name);
   for (const auto& list : s.args) {
     for (const at::Tensor& t : list) {
@@ -235,23 +265,29 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
       }
     }
   }
-  enqueue_task(comm, name, [ops = std::move(ops), gloo = gloo_, outcome, print, name]() {
-    try {
-      if (print) check_ranks_agree(*gloo, *print, name);
-      // Start every collective of the group before waiting for any (coalesced send/recv pairs).
-      std::vector<c10::intrusive_ptr<c10d::Work>> works;
-      works.reserve(ops.size());
-      for (const Pending& op : ops) {
-        auto lists = make_aliases(op.args);
-        works.push_back(op.launch(*gloo, lists));
-      }
-      for (auto& work : works) work->wait();
-      outcome->finish(nullptr);
-    } catch (...) {
-      outcome->finish(std::current_exception());
-      throw;
-    }
-  });
+  enqueue_task(comm, name,
+               [ops = std::move(ops), gloo = gloo_, outcome, print, name, failure = failure_]() {
+                 try {
+                   // Queued before an earlier collective failed: the group is broken, do not start
+                   // it.
+                   if (failure->failed.load()) throw_failed(*failure, name);
+                   if (print) check_ranks_agree(*gloo, *print, name);
+                   // Start every collective of the group before waiting for any (coalesced
+                   // send/recv pairs).
+                   std::vector<c10::intrusive_ptr<c10d::Work>> works;
+                   works.reserve(ops.size());
+                   for (const Pending& op : ops) {
+                     auto lists = make_aliases(op.args);
+                     works.push_back(op.launch(*gloo, lists));
+                   }
+                   for (auto& work : works) work->wait();
+                   outcome->finish(nullptr);
+                 } catch (...) {
+                   outcome->finish(std::current_exception());
+                   remember_failure(*failure, std::current_exception());
+                   throw;
+                 }
+               });
   call_runtime([&] { done->record(comm); });
   auto future = new_future(device_);
   complete_on(comm, *future, outputs);
@@ -273,21 +309,24 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
     ready.record(current_runtime_stream(device_));
     ready.block(comm);
   });
-  enqueue_task(comm, name, [op = std::move(op), gloo = gloo_, outcome, posted]() {
-    try {
-      auto lists = make_aliases(op.args);
-      *posted = op.launch(*gloo, lists);  // posts the send or receive; does not wait
-    } catch (...) {
-      outcome->finish(std::current_exception());
-      throw;
-    }
-  });
+  enqueue_task(comm, name,
+               [op = std::move(op), gloo = gloo_, outcome, posted, failure = failure_, name]() {
+                 try {
+                   if (failure->failed.load()) throw_failed(*failure, name);
+                   auto lists = make_aliases(op.args);
+                   *posted = op.launch(*gloo, lists);  // posts the send or receive; does not wait
+                 } catch (...) {
+                   outcome->finish(std::current_exception());
+                   remember_failure(*failure, std::current_exception());
+                   throw;
+                 }
+               });
   call_runtime([&] {
     vdev::rt::Event was_posted(false);
     was_posted.record(comm);
     was_posted.block(p2p);
   });
-  enqueue_task(p2p, name, [outcome, posted]() {
+  enqueue_task(p2p, name, [outcome, posted, failure = failure_]() {
     if (!*posted) return;  // posting failed: the comm stream and the Work report it
     try {
       (*posted)->wait();
@@ -296,6 +335,7 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
     } catch (...) {
       posted->reset();
       outcome->finish(std::current_exception());
+      remember_failure(*failure, std::current_exception());
       throw;
     }
   });
@@ -315,6 +355,7 @@ void CommBackend::startCoalescing() {
 c10::intrusive_ptr<c10d::Work> CommBackend::endCoalescing() {
   std::lock_guard<std::mutex> lock(mu_);
   TORCH_CHECK(coalescing_, "vccl: endCoalescing called without startCoalescing");
+  check_not_failed("coalesced");
   coalescing_ = false;
   std::vector<Pending> ops = std::move(coalesced_);
   std::vector<at::Tensor> outputs = std::move(coalesced_outputs_);
@@ -385,7 +426,9 @@ c10::intrusive_ptr<c10d::Work> CommBackend::_allgather_base(at::Tensor& output, 
                  {output},
                  {input}},
                 [opts](c10d::Backend& g, TensorLists& a) {
-                  return g._allgather_base(a[0][1], a[0][0], opts);
+                  // NCCL needs only the element counts; Gloo also checks shapes: flat views.
+                  at::Tensor out = a[0][1].view({-1}), in = a[0][0].view({-1});
+                  return g._allgather_base(out, in, opts);
                 });
 }
 
@@ -481,7 +524,8 @@ c10::intrusive_ptr<c10d::Work> CommBackend::_reduce_scatter_base(
                  {output},
                  {output}},
                 [opts](c10d::Backend& g, TensorLists& a) {
-                  return g._reduce_scatter_base(a[0][0], a[0][1], opts);
+                  at::Tensor out = a[0][0].view({-1}), in = a[0][1].view({-1});
+                  return g._reduce_scatter_base(out, in, opts);
                 });
 }
 

@@ -33,10 +33,14 @@
 // group run on its one comm stream, in the order the host called them, which is the order Gloo
 // requires on every rank.
 //
-// Errors in flight (a peer that dies, a timeout, mismatched sizes that Gloo detects) fail the
-// task after Gloo's timeout: the comm stream keeps the error (runtime/stream.h), the Work reports
-// it, and the streams that waited for the collective carry it to their next synchronize. Nothing
-// else on the device is touched.
+// Errors in flight (a peer that dies, a timeout, mismatched calls) fail the task within Gloo's
+// timeout: the Work reports it, and the streams that waited for the collective carry it to their
+// next synchronize. The group is then broken for good, as an NCCL communicator is after an error:
+// every later collective of the group raises DistBackendError at the call, naming the first
+// failure. (Without this, the comm stream's kept error would be thrown at the next collective's
+// queueing on one rank but not on another that had synchronized it away: the ranks would fall out
+// of step and the healthy one wait for the whole timeout.) Nothing else on the device is touched;
+// a new group works.
 //
 // Thread rules: collectives may be called from any host thread (the binding and the coalescing
 // state are guarded by a mutex); c10d's own rule stands: every rank calls them in the same order.
@@ -47,9 +51,12 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <array>
+#include <atomic>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "backend/common/cpu_view.h"
@@ -149,7 +156,18 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
                                               const char* name, std::vector<at::Tensor> outputs,
                                               bool host_waits);
 
+  // Set by the first failing task of the group (on a worker), read before queueing.
+  struct Failure {
+    std::atomic<bool> failed{false};
+    std::mutex mu;
+    std::string first;  // guarded by mu
+  };
+  void check_not_failed(const char* name) const;
+  static void remember_failure(Failure& failure, const std::exception_ptr& e);
+  [[noreturn]] static void throw_failed(Failure& failure, const char* name);
+
   const c10::intrusive_ptr<c10d::Backend> gloo_;
+  const std::shared_ptr<Failure> failure_ = std::make_shared<Failure>();
   std::mutex mu_;
   c10::intrusive_ptr<c10d::Work> queue_p2p_locked(Pending op, c10d::OpType type, const char* name,
                                                   std::vector<at::Tensor> outputs);
