@@ -135,6 +135,13 @@ def collectives(rank: int, ws: int) -> dict:
     dist.all_reduce(x, group=sub)
     out["subgroup"] = x.tolist()
 
+    a, b = full(3, float(rank + 1)), full(5, float(10 * (rank + 1)))
+    with dist._coalescing_manager(device=dev, async_ops=True) as cm:
+        dist.all_reduce(a)
+        dist.all_reduce(b)
+    cm.wait()
+    out["coalesced_all_reduce"] = [a.tolist(), b.tolist()]
+
     w = dist.all_reduce(full(2, 1.0), async_op=True)
     fut = w.get_future()
     w.wait()
@@ -145,6 +152,18 @@ def collectives(rank: int, ws: int) -> dict:
     return out
 
 
+def _failing_all_reduce(x: torch.Tensor) -> dict:
+    """All-reduces `x` and reads it back; returns the error raised (or None) and the seconds."""
+    start = time.monotonic()
+    try:
+        dist.all_reduce(x)
+        x.cpu()
+        error = None
+    except Exception as e:  # noqa: BLE001
+        error = _error(e)
+    return {"error": error, "seconds": time.monotonic() - start}
+
+
 def mismatch(rank: int, ws: int) -> dict:
     """Ranks disagree on the size of an all_reduce: the error must come within the timeout."""
     dev = _device(rank)
@@ -153,16 +172,7 @@ def mismatch(rank: int, ws: int) -> dict:
         "vccl", rank=rank, world_size=ws, timeout=datetime.timedelta(seconds=10)
     )
     kept = torch.arange(5.0, device=dev)
-    start = time.monotonic()
-    out: dict = {}
-    try:
-        x = torch.ones(4 + 4 * rank, device=dev)
-        dist.all_reduce(x)
-        torch.vdev.synchronize()
-        out["error"] = None
-    except Exception as e:  # noqa: BLE001
-        out["error"] = _error(e)
-    out["seconds"] = time.monotonic() - start
+    out = _failing_all_reduce(torch.ones(4 + 4 * rank, device=dev))
     # The group is broken for good (as an NCCL communicator after an error), on every rank ...
     try:
         dist.all_reduce(torch.ones(2, device=dev))
@@ -190,16 +200,7 @@ def rank_dies(rank: int, ws: int) -> dict:
     if rank == ws - 1:
         os._exit(3)
     kept = torch.arange(5.0, device=dev)
-    start = time.monotonic()
-    out: dict = {}
-    try:
-        x = torch.ones(4, device=dev)
-        dist.all_reduce(x)
-        x.cpu()
-        out["error"] = None
-    except Exception as e:  # noqa: BLE001
-        out["error"] = _error(e)
-    out["seconds"] = time.monotonic() - start
+    out = _failing_all_reduce(torch.ones(4, device=dev))
     out["kept"] = kept.tolist()
     out["device_works"] = (torch.ones(3, device=dev) * 2).tolist()
     return out

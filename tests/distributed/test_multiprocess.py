@@ -118,6 +118,12 @@ def test_groups(ranks):
             assert res["single_rank_group"] == [7.0] * 2
 
 
+def test_coalesced_all_reduce(ranks):
+    total = sum(r + 1 for r in range(len(ranks)))
+    for res in ranks:
+        assert res["coalesced_all_reduce"] == [[float(total)] * 3, [10.0 * total] * 5]
+
+
 def test_async_work_and_future(ranks):
     ws = len(ranks)
     for res in ranks:

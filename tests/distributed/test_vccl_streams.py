@@ -77,15 +77,6 @@ def test_barrier_waits_for_the_groups_queued_collectives(group):
     assert work.is_completed()
 
 
-def test_coalesced_collectives(group):
-    a, b = torch.ones(3, device="vdev"), torch.full((5,), 2.0, device="vdev")
-    with dist._coalescing_manager(device=a.device, async_ops=True) as cm:
-        dist.all_reduce(a)
-        dist.all_reduce(b)
-    cm.wait()
-    assert a.tolist() == [1.0] * 3 and b.tolist() == [2.0] * 5
-
-
 def test_bad_calls_raise_at_the_call_and_lose_nothing(group, device_count):
     kept = torch.arange(4.0, device="vdev")
     x = torch.ones(4, device="vdev")

@@ -5,6 +5,7 @@
 #include "backend/common/check.h"
 #include "backend/common/worker_warnings.h"
 #include "runtime/device.h"
+#include "runtime/event.h"
 
 namespace vdev::backend {
 
@@ -30,6 +31,12 @@ c10::Stream to_c10(const vdev::rt::Stream& s) {
       c10::Stream::UNSAFE,
       c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(s.device())),
       static_cast<c10::StreamId>(s.id()));
+}
+
+void order_after(vdev::rt::Stream& waiter, vdev::rt::Stream& first) {
+  vdev::rt::Event mark(false);  // queued tasks hold the mark, not the event
+  VDEV_RT(mark.record(first));
+  VDEV_RT(mark.block(waiter));
 }
 
 void sync_current_stream(c10::Device device) {

@@ -25,6 +25,9 @@ vdev::rt::Stream& runtime_stream(const c10::Stream& s);
 vdev::rt::Stream& current_runtime_stream(c10::DeviceIndex device);
 // A c10::Stream for a runtime stream.
 c10::Stream to_c10(const vdev::rt::Stream& s);
+// Makes `waiter` wait for the work queued on `first` so far (an event recorded on `first`,
+// blocked on by `waiter`); the host does not wait.
+void order_after(vdev::rt::Stream& waiter, vdev::rt::Stream& first);
 // Waits for the work queued on the current stream of `device`: operators that still run
 // synchronously on the calling thread call it first, so they are ordered after queued work.
 // Callers report the wait first (note_synchronizing_operation, common/sync_debug.h).

@@ -139,7 +139,7 @@ void CommBackend::shutdown() {
 
 void CommBackend::abort() { gloo_->abort(); }
 
-void CommBackend::remember_failure(Failure& failure, const std::exception_ptr& e) {
+void CommBackend::fail(CommOutcome& outcome, Failure& failure, const std::exception_ptr& e) {
   std::string what = "unknown error";
   try {
     std::rethrow_exception(e);
@@ -149,11 +149,15 @@ void CommBackend::remember_failure(Failure& failure, const std::exception_ptr& e
     what = err.what();
   } catch (...) {
   }
-  std::lock_guard<std::mutex> lock(failure.mu);
-  if (!failure.failed.load()) {
-    failure.first = std::move(what);
-    failure.failed.store(true);
+  {
+    std::lock_guard<std::mutex> lock(failure.mu);
+    if (!failure.failed.load()) {
+      failure.first = std::move(what);
+      failure.failed.store(true);
+    }
   }
+  // Last: whoever sees the Work fail also finds the group broken.
+  outcome.finish(e);
 }
 
 void CommBackend::throw_failed(Failure& failure, const char* name) {
@@ -168,7 +172,7 @@ void CommBackend::check_not_failed(const char* name) const {
   if (failure_->failed.load()) throw_failed(*failure_, name);
 }
 
-c10::DeviceIndex CommBackend::device_of(const TensorLists& args, const char* name) const {
+c10::DeviceIndex CommBackend::device_of_locked(const TensorLists& args, const char* name) const {
   for (const auto& list : args) {
     for (const at::Tensor& t : list) {
       check_tensor(t, name);
@@ -197,7 +201,8 @@ vdev::rt::Stream& CommBackend::comm_stream_for(c10::DeviceIndex device, const ch
 
 c10::intrusive_ptr<c10d::Work> CommBackend::submit(Submission s, Launch launch) {
   check_not_failed(s.name);
-  const c10::DeviceIndex device = device_of(s.args, s.name);
+  std::lock_guard<std::mutex> lock(mu_);
+  const c10::DeviceIndex device = device_of_locked(s.args, s.name);
   for (const auto& list : s.args) {
     for (const at::Tensor& t : list) {
       TORCH_CHECK_VALUE(t.device().index() == device, "vccl ", s.name,
@@ -205,7 +210,6 @@ c10::intrusive_ptr<c10d::Work> CommBackend::submit(Submission s, Launch launch) 
                         " and ", t.device());
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
   vdev::rt::Stream& comm = comm_stream_for(device, s.name);
   // The memory must not be reused before the collective ran, whatever the caller frees meanwhile.
   const bool p2p = !coalescing_ && (s.type == c10d::OpType::SEND || s.type == c10d::OpType::RECV);
@@ -245,24 +249,20 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
                                                          bool host_waits) {
   vdev::rt::Stream& comm = *comm_;
   auto outcome = std::make_shared<CommOutcome>();
-  auto done = std::make_shared<vdev::rt::Event>(false);
-  call_runtime([&] {
-    // Ordered after what the caller queued so far, as NCCL's stream waits on the current stream.
-    vdev::rt::Event ready(false);
-    ready.record(current_runtime_stream(device_));
-    ready.block(comm);
-  });
+  // Ordered after what the caller queued so far, as NCCL's stream waits on the current stream.
+  order_after(comm, current_runtime_stream(device_));
   // A group is compared as a whole when every op in it is a collective (not batched send/recv).
+  // (A batch sums its ops' tensors and elements.)
   std::optional<Fingerprint> print;
-  if (!ops.empty() &&
-      std::all_of(ops.begin(), ops.end(), [](const Pending& p) { return p.print; })) {
-    print = ops.size() == 1 ? *ops[0].print : Fingerprint{static_cast<int64_t>(type), -1, 0, 0};
-    if (ops.size() > 1) {
-      for (const Pending& p : ops) {
-        (*print)[1] = (*p.print)[1];
-        (*print)[2] += (*p.print)[2];
-        (*print)[3] += (*p.print)[3];
-      }
+  if (ops.size() == 1) {
+    print = ops[0].print;
+  } else if (!ops.empty() &&
+             std::all_of(ops.begin(), ops.end(), [](const Pending& p) { return p.print; })) {
+    print = Fingerprint{static_cast<int64_t>(type), -1, 0, 0};
+    for (const Pending& p : ops) {
+      (*print)[1] = (*p.print)[1];
+      (*print)[2] += (*p.print)[2];
+      (*print)[3] += (*p.print)[3];
     }
   }
   enqueue_task(comm, name,
@@ -283,14 +283,22 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
                    for (auto& work : works) work->wait();
                    outcome->finish(nullptr);
                  } catch (...) {
-                   outcome->finish(std::current_exception());
-                   remember_failure(*failure, std::current_exception());
+                   fail(*outcome, *failure, std::current_exception());
                    throw;
                  }
                });
-  call_runtime([&] { done->record(comm); });
+  return work_after_locked(comm, type, std::move(outcome), std::move(outputs), host_waits);
+}
+
+c10::intrusive_ptr<c10d::Work> CommBackend::work_after_locked(vdev::rt::Stream& stream,
+                                                              c10d::OpType type,
+                                                              std::shared_ptr<CommOutcome> outcome,
+                                                              std::vector<at::Tensor> outputs,
+                                                              bool host_waits) {
+  auto done = std::make_shared<vdev::rt::Event>(false);
+  call_runtime([&] { done->record(stream); });
   auto future = new_future(device_);
-  complete_on(comm, *future, outputs);
+  complete_on(stream, *future, outputs);
   return c10::make_intrusive<CommWork>(rank_, type, device_, std::move(done), std::move(outcome),
                                        std::move(outputs), std::move(future), host_waits);
 }
@@ -301,14 +309,10 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
   vdev::rt::Stream& comm = *comm_;
   vdev::rt::Stream& p2p = *p2p_;
   auto outcome = std::make_shared<CommOutcome>();
-  auto done = std::make_shared<vdev::rt::Event>(false);
   // The posted Gloo work, handed from the comm stream's task to the p2p stream's.
   auto posted = std::make_shared<c10::intrusive_ptr<c10d::Work>>();
-  call_runtime([&] {
-    vdev::rt::Event ready(false);
-    ready.record(current_runtime_stream(device_));
-    ready.block(comm);
-  });
+  // Ordered after what the caller queued so far, as NCCL's stream waits on the current stream.
+  order_after(comm, current_runtime_stream(device_));
   enqueue_task(comm, name,
                [op = std::move(op), gloo = gloo_, outcome, posted, failure = failure_, name]() {
                  try {
@@ -316,16 +320,11 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
                    auto lists = make_aliases(op.args);
                    *posted = op.launch(*gloo, lists);  // posts the send or receive; does not wait
                  } catch (...) {
-                   outcome->finish(std::current_exception());
-                   remember_failure(*failure, std::current_exception());
+                   fail(*outcome, *failure, std::current_exception());
                    throw;
                  }
                });
-  call_runtime([&] {
-    vdev::rt::Event was_posted(false);
-    was_posted.record(comm);
-    was_posted.block(p2p);
-  });
+  order_after(p2p, comm);  // the p2p stream waits for the posting
   enqueue_task(p2p, name, [outcome, posted, failure = failure_]() {
     if (!*posted) return;  // posting failed: the comm stream and the Work report it
     try {
@@ -334,16 +333,11 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
       outcome->finish(nullptr);
     } catch (...) {
       posted->reset();
-      outcome->finish(std::current_exception());
-      remember_failure(*failure, std::current_exception());
+      fail(*outcome, *failure, std::current_exception());
       throw;
     }
   });
-  call_runtime([&] { done->record(p2p); });
-  auto future = new_future(device_);
-  complete_on(p2p, *future, outputs);
-  return c10::make_intrusive<CommWork>(rank_, type, device_, std::move(done), std::move(outcome),
-                                       std::move(outputs), std::move(future), false);
+  return work_after_locked(p2p, type, std::move(outcome), std::move(outputs), false);
 }
 
 void CommBackend::startCoalescing() {

@@ -61,6 +61,7 @@
 
 #include "backend/common/cpu_view.h"
 #include "backend/common/export.h"
+#include "backend/distributed/comm_work.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
@@ -151,7 +152,8 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> submit(Submission s, Launch launch);
   // The group's device for tensors on `device` (binds it on first use).
   vdev::rt::Stream& comm_stream_for(c10::DeviceIndex device, const char* name);
-  c10::DeviceIndex device_of(const TensorLists& args, const char* name) const;
+  // Checks every tensor; the device they are on (mu_ held: reads the group's binding).
+  c10::DeviceIndex device_of_locked(const TensorLists& args, const char* name) const;
   c10::intrusive_ptr<c10d::Work> queue_locked(std::vector<Pending> ops, c10d::OpType type,
                                               const char* name, std::vector<at::Tensor> outputs,
                                               bool host_waits);
@@ -163,12 +165,18 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
     std::string first;  // guarded by mu
   };
   void check_not_failed(const char* name) const;
-  static void remember_failure(Failure& failure, const std::exception_ptr& e);
+  // A task's failure: its Work reports it, and the group is broken from now on.
+  static void fail(CommOutcome& outcome, Failure& failure, const std::exception_ptr& e);
   [[noreturn]] static void throw_failed(Failure& failure, const char* name);
 
   const c10::intrusive_ptr<c10d::Backend> gloo_;
   const std::shared_ptr<Failure> failure_ = std::make_shared<Failure>();
   std::mutex mu_;
+  // The Work of what was just queued on `stream`: an event and a completed Future there.
+  c10::intrusive_ptr<c10d::Work> work_after_locked(vdev::rt::Stream& stream, c10d::OpType type,
+                                                   std::shared_ptr<CommOutcome> outcome,
+                                                   std::vector<at::Tensor> outputs,
+                                                   bool host_waits);
   c10::intrusive_ptr<c10d::Work> queue_p2p_locked(Pending op, c10d::OpType type, const char* name,
                                                   std::vector<at::Tensor> outputs);
 

@@ -37,7 +37,6 @@
 #include "backend/memory/host_allocator.h"
 #include "backend/memory/retained_memory.h"
 #include "backend/memory/storage_resize.h"
-#include "runtime/event.h"
 #include "runtime/memory.h"
 
 namespace vdev::backend {
@@ -142,9 +141,7 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     // Two-way barrier: the copy waits for work already queued on the destination's stream, and
     // the destination's stream waits for the copy.
     dst_stream = &current_runtime_stream(dst_dev);
-    vdev::rt::Event dst_ready(false);
-    VDEV_RT(dst_ready.record(*dst_stream));
-    VDEV_RT(dst_ready.block(stream));
+    order_after(stream, *dst_stream);
   }
   // Nothing to keep alive: both sides are device memory, ordered by the caching allocator.
   if (same_bytes_layout(src, dst)) {
@@ -153,11 +150,7 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
   } else {
     enqueue_cpu_copy(stream, cpu_alias(dst), cpu_alias(src), nullptr);
   }
-  if (dst_stream != nullptr) {
-    vdev::rt::Event src_done(false);
-    VDEV_RT(src_done.record(stream));
-    VDEV_RT(src_done.block(*dst_stream));
-  }
+  if (dst_stream != nullptr) order_after(*dst_stream, stream);
 }
 
 at::Tensor vdev_copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
