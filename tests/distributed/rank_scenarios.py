@@ -152,6 +152,72 @@ def collectives(rank: int, ws: int) -> dict:
     return out
 
 
+def _mlp_batches(rank: int, steps: int) -> list:
+    """The batches rank `rank` trains on (the test rebuilds them for its CPU reference)."""
+    g = torch.Generator().manual_seed(1 + rank)
+    return [(torch.randn(5, 8, generator=g), torch.randn(5, 4, generator=g)) for _ in range(steps)]
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+
+
+def sharded(rank: int, ws: int) -> dict:
+    """FSDP2 on a DeviceMesh of vdev: trains, saves its sharded state dict with
+    torch.distributed.checkpoint and loads it into a fresh model; DTensor basics."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
+
+    dev = _device(rank)
+    torch.vdev.set_device(dev)
+    mesh = init_device_mesh("vdev", (ws,))
+    out: dict = {"mesh_device": mesh.device_type, "backend": dist.get_backend_config()}
+
+    def sharded_mlp() -> torch.nn.Module:
+        m = _mlp().to(dev)
+        for layer in m:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        return fully_shard(m, mesh=mesh)
+
+    model = sharded_mlp()
+    out["param_types"] = sorted({type(p).__name__ for p in model.parameters()})
+    out["local_devices"] = sorted({str(p.to_local().device) for p in model.parameters()})
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in _mlp_batches(rank, 3):
+        loss = ((model(x.to(dev)) - y.to(dev)) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    out["trained"] = [p.full_tensor().cpu().flatten().tolist() for p in model.parameters()]
+
+    path = os.environ["VDEV_TEST_CHECKPOINT"]
+    dcp.save({"model": model.state_dict()}, checkpoint_id=path)
+    fresh = sharded_mlp()
+    state = {"model": fresh.state_dict()}
+    dcp.load(state, checkpoint_id=path)
+    fresh.load_state_dict(state["model"])
+    out["loaded"] = [p.full_tensor().cpu().flatten().tolist() for p in fresh.parameters()]
+
+    t = torch.arange(24.0).reshape(6, 4)
+    d = distribute_tensor(t.to(dev), mesh, [Shard(0)])
+    out["shard0_local"] = d.to_local().cpu().tolist()
+    out["replicate"] = d.redistribute(mesh, [Replicate()]).to_local().cpu().tolist()
+    s1 = d.redistribute(mesh, [Shard(1)])
+    out["shard1_local"] = s1.to_local().cpu().tolist()
+    out["shard1_full"] = s1.full_tensor().cpu().tolist()
+    partial = DTensor.from_local(torch.full((2, 2), rank + 1.0, device=dev), mesh, [Partial()])
+    out["partial_full"] = partial.full_tensor().cpu().tolist()
+    out["uneven_full"] = (
+        distribute_tensor(torch.arange(7.0, device=dev), mesh, [Shard(0)]).full_tensor().tolist()
+    )
+    dist.destroy_process_group()
+    return out
+
+
 def _failing_all_reduce(x: torch.Tensor) -> dict:
     """All-reduces `x` and reads it back; returns the error raised (or None) and the seconds."""
     start = time.monotonic()
