@@ -23,6 +23,7 @@ struct Allocation {
   std::size_t size;       // rounded size
   std::size_t requested;  // size asked for
   int device;
+  bool foreign = false;  // another process's memory (device_map_foreign)
 };
 
 // One lock for the whole table: runtime allocations are rare (the backend's caching allocator sits
@@ -115,7 +116,8 @@ void device_free(void* ptr) noexcept {
   Table& t = table();
   std::lock_guard<std::mutex> lock(t.mu);
   auto it = t.live.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == t.live.end()) return;  // not ours: ignore rather than corrupt the arena
+  // not ours: ignore rather than corrupt the arena
+  if (it == t.live.end() || it->second.foreign) return;
   const Allocation a = it->second;
   MemoryStats& s = t.stats[static_cast<std::size_t>(a.device)];
   s.allocated -= a.size;
@@ -126,6 +128,58 @@ void device_free(void* ptr) noexcept {
     t.live.erase(it);
   }
   arena::release(a.device, ptr, a.size);
+}
+
+void* device_map_foreign(int device, int fd, std::size_t file_offset, std::size_t size) {
+  check_device_index(device, "ipc_open_mem_handle");
+  check_not_forked("ipc_open_mem_handle");
+  mark_initialised();
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  MemoryStats& s = t.stats[static_cast<std::size_t>(device)];
+  void* p = nullptr;
+  if (size <= s.capacity - s.allocated) {
+    p = arena::map_foreign(device, fd, file_offset, size, s.capacity);
+  }
+  if (p == nullptr) {
+    ++s.num_ooms;
+    fail<OutOfMemory>("ipc_open_mem_handle", "vdev:", device,
+                      " out of memory: cannot map another process's ", format_bytes(size),
+                      "; device capacity ", format_bytes(s.capacity), ", ",
+                      format_bytes(s.capacity - s.allocated), " free");
+  }
+  try {
+    LiveWriter writing(t);
+    t.live.emplace(reinterpret_cast<std::uintptr_t>(p), Allocation{size, size, device, true});
+  } catch (...) {
+    arena::unmap_foreign(device, p, size);
+    throw;
+  }
+  s.allocated += size;
+  s.requested += size;
+  s.peak_allocated = std::max(s.peak_allocated, s.allocated);
+  return p;
+}
+
+void device_unmap_foreign(const void* ptr) noexcept {
+  if (ptr == nullptr || in_bad_fork()) return;
+  const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
+  Table& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.live.upper_bound(addr);
+  if (it == t.live.begin()) return;
+  --it;
+  if (!it->second.foreign || addr >= it->first + it->second.size) return;
+  const Allocation a = it->second;
+  void* start = reinterpret_cast<void*>(it->first);
+  MemoryStats& s = t.stats[static_cast<std::size_t>(a.device)];
+  s.allocated -= a.size;
+  s.requested -= a.requested;
+  {
+    LiveWriter writing(t);
+    t.live.erase(it);
+  }
+  arena::unmap_foreign(a.device, start, a.size);
 }
 
 std::string format_bytes(std::size_t bytes) {

@@ -46,6 +46,14 @@ struct MemoryStats {
 VDEV_RT_API void* device_malloc(int device, std::size_t nbytes);
 VDEV_RT_API void device_free(void* ptr) noexcept;
 
+// Another process's device memory (runtime/ipc.h builds on these): maps `size` bytes (a multiple
+// of the page size) of memfd `fd` at page-aligned `file_offset` into `device`'s address space and
+// returns the device address of the first byte. The range counts as allocated on `device` (its
+// capacity is what this process can address), so OutOfMemory is thrown as by device_malloc.
+// device_free ignores it: device_unmap_foreign(ptr) (any address inside the range) undoes it.
+VDEV_RT_API void* device_map_foreign(int device, int fd, std::size_t file_offset, std::size_t size);
+VDEV_RT_API void device_unmap_foreign(const void* ptr) noexcept;
+
 // The device owning the live allocation that contains `ptr`, or -1.
 VDEV_RT_API int pointer_device(const void* ptr) noexcept;
 

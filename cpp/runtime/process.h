@@ -58,6 +58,7 @@ enum class ForkLockLevel : unsigned char {
   kStreams,         // runtime: each stream's queue
   kMemoryTable,     // runtime: the device allocation table
   kArenas,          // runtime: each device's arena
+  kIpcSlots,        // runtime: the tables of slots this process sends (runtime/ipc.h)
   kCount
 };
 

@@ -42,10 +42,10 @@ def register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
-        # A vdev tensor sent to another process raises where it is sent.
-        from torch_vdev.vdev import _sending
+        # vdev tensors sent to other processes (torch.multiprocessing) share device memory.
+        from torch_vdev.vdev import _sharing
 
-        _sending.install()
+        _sharing.install()
         # torch.distributed's backend for vdev tensors (vccl), the default for the device.
         from torch_vdev import distributed as vccl
 

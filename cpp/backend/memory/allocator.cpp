@@ -11,6 +11,7 @@
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/memory/device_cache.h"
+#include "backend/memory/ipc_sharing.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
@@ -78,7 +79,15 @@ class VdevAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, dev);
     VDEV_RT(vdev::rt::check_not_forked("device_malloc"));
     vdev::rt::Stream& stream = VDEV_RT(vdev::rt::current_stream(device));
-    Block* block = caches().of(device).allocate(nbytes, stream);
+    Block* block = nullptr;
+    try {
+      block = caches().of(device).allocate(nbytes, stream);
+    } catch (const c10::OutOfMemoryError&) {
+      // Blocks shared with other processes and released there wait for a collection (as CUDA's
+      // allocator collects its IPC limbo before reporting out of memory).
+      if (!collect_shared()) throw;
+      block = caches().of(device).allocate(nbytes, stream);
+    }
     return c10::DataPtr(DeviceCache::info(block).ptr, block, &free_block, dev);
   }
 
@@ -99,7 +108,10 @@ class VdevAllocator final : public c10::DeviceAllocator {
     for (DeviceCache* c : caches().existing()) c->empty_cache();
   }
 
-  void recordStream(const c10::DataPtr& data_ptr, c10::Stream stream) override {
+  void recordStream(const c10::DataPtr& shared_or_not, c10::Stream stream) override {
+    const c10::DataPtr* inner = &shared_or_not;  // a storage sent to another process is wrapped
+    while (const c10::DataPtr* wrapped = unwrap_shared(*inner)) inner = wrapped;
+    const c10::DataPtr& data_ptr = *inner;
     if (data_ptr.get_deleter() != &free_block || data_ptr.get_context() == nullptr) return;
     auto* block = static_cast<Block*>(data_ptr.get_context());
     caches().of(DeviceCache::info(block).device).record_stream(block, runtime_stream(stream));

@@ -1,10 +1,13 @@
 // Standalone tests of libvdevrt (no torch, no Python), built with -DVDEV_BUILD_TESTS=ON. Their
 // purpose is the sanitizer builds: ASan/UBSan for the memory table, TSan for the thread-local
 // device state and the concurrent allocator. Exit code 0 means every check passed.
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -14,6 +17,7 @@
 #include "runtime/device.h"
 #include "runtime/errors.h"
 #include "runtime/event.h"
+#include "runtime/ipc.h"
 #include "runtime/memory.h"
 #include "runtime/stream.h"
 #include "runtime/testing/gate.h"
@@ -282,6 +286,67 @@ static void test_async_copies_and_current_stream() {
   rt::exchange_current_stream(s);
 }
 
+// IPC within one process (another process maps the same way; tests/process/test_sharing.py runs
+// two): a memory handle opened again is a second device address over the same bytes, counted
+// as allocated until closed; a slot's signal orders a waiting stream after the sender's stream.
+static void test_ipc_memory_and_slots() {
+  const std::size_t before = rt::memory_stats(0).allocated;
+  void* p = rt::device_malloc(0, 10000);
+  std::vector<unsigned char> in(10000), out(10000);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned char>(i * 13);
+  rt::memcpy_host_to_device(p, in.data(), in.size());
+  const rt::IpcMemHandle h = rt::ipc_get_mem_handle(static_cast<char*>(p) + 300);
+  void* q = rt::ipc_open_mem_handle(0, h.fd, h.offset, 5000);
+  EXPECT(q != static_cast<char*>(p) + 300 && rt::pointer_device(q) == 0);
+  rt::memcpy_device_to_host(out.data(), q, 5000);
+  EXPECT(std::memcmp(out.data(), in.data() + 300, 5000) == 0);
+  const unsigned char mark = 0xAB;
+  rt::memcpy_host_to_device(q, &mark, 1);  // seen through the first address too
+  unsigned char seen = 0;
+  rt::memcpy_device_to_host(&seen, static_cast<char*>(p) + 300, 1);
+  EXPECT(seen == mark);
+  // The opened range names the same bytes: opened again, it maps the same memory.
+  const rt::IpcMemHandle again = rt::ipc_get_mem_handle(q);
+  void* r = rt::ipc_open_mem_handle(0, again.fd, again.offset, 1);
+  rt::memcpy_device_to_host(&seen, r, 1);
+  EXPECT(seen == mark);
+  EXPECT(rt::memory_stats(0).allocated > before + 10240);
+  rt::device_free(q);  // not a device_malloc block: ignored
+  rt::ipc_close_mem_handle(r);
+  rt::ipc_close_mem_handle(static_cast<char*>(q) + 10);  // any address inside the range
+  rt::device_free(p);
+  EXPECT(rt::memory_stats(0).allocated == before);
+  EXPECT(throws<std::invalid_argument>([&] { rt::ipc_get_mem_handle(&before); }, "not a vdev"));
+
+  rt::Stream& sender = rt::new_stream(0, 0);
+  rt::Stream& receiver = rt::new_stream(1, 0);
+  auto gate = std::make_shared<rt::testing::Gate>();
+  auto log = std::make_shared<rt::testing::Log>();
+  rt::testing::enqueue_gate(sender, gate);
+  std::unique_ptr<rt::IpcSentSlot> slot = rt::IpcSentSlot::create(sender);
+  EXPECT(slot->refs() == 1 && !slot->released());
+  rt::IpcReceivedSlot received(slot->fd(), slot->index());
+  received.stream_wait(receiver, slot->generation(), static_cast<int>(getpid()));
+  rt::testing::enqueue_log(receiver, log, 7);
+  received.release();
+  received.release();  // counts once
+  EXPECT(slot->refs() == 0);
+  EXPECT(!slot->released());  // the signal is still held by the gate
+  EXPECT(!receiver.query() && log->values().empty());
+  gate->open();
+  receiver.synchronize();
+  EXPECT(log->values() == std::vector<std::int64_t>{7});
+  sender.synchronize();
+  EXPECT(slot->released());
+  const std::uint32_t index = slot->index(), generation = slot->generation();
+  slot.reset();  // back to the table: the next slot reuses it with a later generation
+  std::unique_ptr<rt::IpcSentSlot> next = rt::IpcSentSlot::create(sender);
+  EXPECT(next->index() == index && next->generation() == generation + 1);
+  sender.synchronize();
+  EXPECT(throws<std::invalid_argument>(
+      [&] { rt::IpcReceivedSlot(next->fd(), rt::kIpcSlotsPerTable); }, "out of range"));
+}
+
 int main() {
   setenv("VDEV_DEVICE_COUNT", "2", 1);
   setenv("VDEV_DEVICE_MEMORY", "64MiB", 1);
@@ -297,5 +362,6 @@ int main() {
   test_elapsed_time_rules();
   test_concurrent_enqueue_stress();
   test_async_copies_and_current_stream();
+  test_ipc_memory_and_slots();
   return report();
 }

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from torch_vdev import _C
+from torch_vdev.vdev._sharing import ipc_collect
 from torch_vdev.vdev._utils import _get_device_index
 from torch_vdev.vdev.memory import (
     empty_cache,
@@ -73,6 +74,7 @@ __all__ = [
     "get_rng_state_all",
     "init",
     "initial_seed",
+    "ipc_collect",
     "is_bf16_supported",
     "seed",
     "seed_all",
