@@ -23,6 +23,9 @@ void translate_c10_error(const std::exception_ptr& p, void*) {
     PyErr_SetString(PyExc_TypeError, e.what_without_backtrace());
   } catch (const c10::NotImplementedError& e) {
     PyErr_SetString(PyExc_NotImplementedError, e.what_without_backtrace());
+  } catch (const c10::OutOfMemoryError& e) {
+    const nb::object oom = nb::module_::import_("torch").attr("OutOfMemoryError");
+    PyErr_SetString(oom.ptr(), e.what_without_backtrace());
   } catch (const c10::Error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
   } catch (const rt::NotImplemented& e) {  // a queued kernel's NotImplementedError

@@ -51,6 +51,12 @@ void bind_ipc(nb::module_& m) {
       "_ipc_wait_and_release",
       [](const HandleTuple& h, int slot_fd) { backend::wait_and_release(from_tuple(h), slot_fd); },
       nb::arg("handle"), nb::arg("slot_fd"), nb::call_guard<nb::gil_scoped_release>());
+  m.def(
+      "_ipc_give_back",
+      [](const HandleTuple& h, int slot_fd) {
+        backend::give_back_reference(from_tuple(h), slot_fd);
+      },
+      nb::arg("handle"), nb::arg("slot_fd"));
   m.def("_ipc_collect", &backend::collect_shared, nb::call_guard<nb::gil_scoped_release>(),
         "Frees the shared blocks no receiver holds any more; True if any was freed.");
   m.def("_ipc_in_limbo", &backend::shared_in_limbo);

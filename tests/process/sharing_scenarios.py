@@ -210,6 +210,94 @@ def forked_receiver() -> dict:
     return out
 
 
+def _sum_arguments(tensors, res) -> None:
+    for t in tensors:
+        t.add_(1)  # the parent sees these writes
+    res.put({"count": len(tensors), "devices": sorted({str(t.device) for t in tensors})})
+    tensors.clear()  # released here (Process keeps its arguments until the child exits)
+
+
+def _open_fds() -> set[str]:
+    """This process's descriptors, but the runtime's own memfds (an arena, a slot table)."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:  # the listing's own descriptor
+            continue
+        if not target.startswith("/memfd:vdev"):
+            out.add(fd)
+    return out
+
+
+def process_arguments() -> dict:
+    """Many vdev tensors, on two devices, as a spawned Process's arguments (one message: each
+    descriptor travels once, however many tensors name it)."""
+    ctx = mp.get_context("spawn")
+    res = ctx.Queue()
+    tensors = [torch.full((3,), float(i), device=f"vdev:{i % 2}") for i in range(300)]
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()  # spawn starts it once and keeps a descriptor to it
+    fds_before = _open_fds()
+    child = ctx.Process(target=_sum_arguments, args=(tensors, res))
+    child.start()
+    out = res.get(timeout=WAIT)
+    child.join(WAIT)
+    out["exitcode"] = child.exitcode
+    child.close()  # its sentinel descriptor
+    out["written"] = all(t.tolist() == [i + 1.0] * 3 for i, t in enumerate(tensors))
+    out["fds_left_open"] = sorted(_open_fds() - fds_before)
+    return out
+
+
+def _receive_within_limits(q, res) -> None:
+    out = {}
+    for case in ("too_large", "missing_device", "after_freeing_the_cache"):
+        if case == "after_freeing_the_cache":
+            cached = torch.empty(48 << 20, dtype=torch.uint8, device="vdev")
+            del cached  # 48 MiB of the 64 cached: the 32 MiB received needs them back
+        try:
+            x = q.get(timeout=WAIT)
+            out[case] = x[:3].tolist()
+            del x
+        except Exception as e:  # noqa: BLE001
+            out[case] = f"{type(e).__name__}: {e}"
+        res.put(None)
+    out["device_works"] = (torch.ones(2, device="vdev") + 1).tolist()
+    res.put(out)
+
+
+def receiver_limits() -> dict:
+    """A receiver with one device of 64 MiB: a tensor larger than its memory and one on a device
+    it does not have are refused clearly, and the sender does not keep the memory for them."""
+    ctx = mp.get_context("spawn")
+    q, res = ctx.Queue(), ctx.Queue()
+    os.environ.update(VDEV_DEVICE_COUNT="1", VDEV_DEVICE_MEMORY="64MiB")  # the child's
+    child = ctx.Process(target=_receive_within_limits, args=(q, res))
+    child.start()
+    del os.environ["VDEV_DEVICE_COUNT"], os.environ["VDEV_DEVICE_MEMORY"]
+    from torch_vdev import _C
+
+    limbo = {}
+    for case, x in (
+        ("too_large", torch.arange(float(32 << 20), device="vdev:0")),  # 128 MiB
+        ("missing_device", torch.arange(3.0, device="vdev:1")),
+        ("after_freeing_the_cache", torch.arange(float(8 << 20), device="vdev:0")),  # 32 MiB
+    ):
+        q.put(x)
+        res.get(timeout=WAIT)  # received (or refused) and dropped there
+        del x
+        gc.collect()
+        torch.vdev.ipc_collect()
+        limbo[case] = _C._ipc_in_limbo()
+    out = res.get(timeout=WAIT)
+    out["limbo"] = limbo
+    child.join(WAIT)
+    out["exitcode"] = child.exitcode
+    return out
+
+
 if __name__ == "__main__":
     try:
         result = globals()[sys.argv[1]]()

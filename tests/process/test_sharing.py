@@ -105,8 +105,30 @@ def test_a_forked_child_cannot_receive_a_vdev_tensor():
     assert res["error"].startswith("RuntimeError")
     assert "cannot re-initialise vdev in a forked subprocess" in res["error"]
     assert res["exitcode"] == 0
-    # the receiver never released what it was sent: the producer says so at exit, as CUDA's
-    assert "exiting before every vdev tensor it shared was released" in stderr
+    # the refused receive gave its reference back: the producer keeps nothing for it
+    assert "exiting before every vdev tensor it shared was released" not in stderr
+
+
+def test_many_tensors_as_a_spawned_process_arguments():
+    res, stderr = run_scenario("process_arguments")
+    assert res["count"] == 300 and res["devices"] == ["vdev:0", "vdev:1"]
+    assert res["written"] is True
+    assert res["fds_left_open"] == []  # the descriptors sent are not kept
+    assert res["exitcode"] == 0
+    assert "exiting before every vdev tensor it shared was released" not in stderr
+
+
+def test_a_receiver_refuses_what_it_cannot_hold_and_the_sender_gets_it_back():
+    res, stderr = run_scenario("receiver_limits")
+    assert res["too_large"].startswith("OutOfMemoryError: ")
+    assert "cannot map another process's 128.00 MiB" in res["too_large"]
+    assert res["missing_device"].startswith("IndexError: ")
+    assert "device index 1 out of range" in res["missing_device"]
+    assert res["after_freeing_the_cache"] == [0.0, 1.0, 2.0]
+    assert res["device_works"] == [2.0, 2.0]
+    assert res["limbo"] == {"too_large": 0, "missing_device": 0, "after_freeing_the_cache": 0}
+    assert "exiting before every vdev tensor it shared was released" not in stderr
+    assert res["exitcode"] == 0
 
 
 def test_a_vdev_storage_alone_and_a_non_leaf_tensor_are_refused_when_pickled():

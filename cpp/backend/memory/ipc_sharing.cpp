@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/common/check.h"
+#include "backend/memory/allocator.h"
 #include "runtime/device.h"
 #include "runtime/ipc.h"
 #include "runtime/process.h"
@@ -76,6 +77,13 @@ std::unique_ptr<ReceivedData> receive(void* ptr, const SharedStorageHandle& h, i
 
 }  // namespace
 
+void give_back_reference(const SharedStorageHandle& h, int slot_fd) noexcept {
+  try {
+    vdev::rt::IpcReceivedSlot(slot_fd, h.slot).release();
+  } catch (...) {  // a table that cannot be mapped: the sender's block stays in its limbo
+  }
+}
+
 SharedStorageHandle share_storage(c10::StorageImpl& storage) {
   const c10::Device device = storage.device();
   TORCH_CHECK_VALUE(device.type() == kVdev, "share_storage: expected a vdev storage, got ", device);
@@ -105,7 +113,22 @@ void adopt_shared_storage(c10::StorageImpl& empty, const SharedStorageHandle& h,
       empty.device().type() == kVdev && empty.nbytes() == 0 && empty.device().index() == h.device,
       "adopt_shared_storage: expected an empty storage on vdev:", h.device);
   TORCH_CHECK_VALUE(h.nbytes > 0, "adopt_shared_storage: nothing was shared (0 bytes)");
-  void* ptr = VDEV_RT(vdev::rt::ipc_open_mem_handle(h.device, memory_fd, h.offset, h.nbytes));
+  void* ptr = nullptr;
+  try {
+    ptr = VDEV_RT(vdev::rt::ipc_open_mem_handle(h.device, memory_fd, h.offset, h.nbytes));
+  } catch (const c10::OutOfMemoryError&) {
+    // As an allocation would: give the cached blocks back, then try once more.
+    device_allocator()->emptyCache({0, 0});
+    try {
+      ptr = VDEV_RT(vdev::rt::ipc_open_mem_handle(h.device, memory_fd, h.offset, h.nbytes));
+    } catch (...) {
+      give_back_reference(h, slot_fd);
+      throw;
+    }
+  } catch (...) {
+    give_back_reference(h, slot_fd);  // the sender must not keep the memory for nothing
+    throw;
+  }
   std::unique_ptr<ReceivedData> got;
   try {
     got = VDEV_RT(receive(ptr, h, slot_fd));

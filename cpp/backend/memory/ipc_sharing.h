@@ -49,6 +49,9 @@ VDEV_BACKEND_API void adopt_shared_storage(c10::StorageImpl& empty, const Shared
 // Receiver, for bytes already held: the current stream waits for the signal, then the reference
 // taken for this send is given back.
 VDEV_BACKEND_API void wait_and_release(const SharedStorageHandle& h, int slot_fd);
+// Receiver, for a send it cannot take (adopt_shared_storage does it for its own failures): gives
+// the reference back, so that the sender does not keep the memory for nothing. Best effort.
+VDEV_BACKEND_API void give_back_reference(const SharedStorageHandle& h, int slot_fd) noexcept;
 // Frees the limbo's blocks that no receiver holds. Returns whether any was freed.
 VDEV_BACKEND_API bool collect_shared() noexcept;
 // Number of blocks in the limbo (receivers still hold them).

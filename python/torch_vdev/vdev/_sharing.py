@@ -7,8 +7,9 @@ reductions are wrapped: a vdev tensor is reduced here, everything else as before
 
 What a vdev tensor's message carries (backend/memory/ipc_sharing.h has the mechanism):
 * its storage's place in the device memory: the memfd behind the device's arena and the offset,
-  and a slot (a reference count and a signal) in a table of shared slots; both memfds travel as
-  ``multiprocessing.reduction.DupFd`` (the descriptor is passed over a Unix socket);
+  and a slot (a reference count and a signal) in a table of shared slots; the memfds travel as
+  ``multiprocessing.reduction.DupFd`` (over a Unix socket, or inherited by a spawned child), each
+  once per message however many tensors name it (``_MessageFd``);
 * the sender's pid, the dtype, size, stride and storage offset, and requires_grad.
 
 CUDA's rules, the same here:
@@ -20,7 +21,10 @@ CUDA's rules, the same here:
 * the same storage received twice is the same storage (a cache by memfd and offset, as torch's
   ``shared_cache``; a sender receiving its own tensor gets its own storage);
 * a vdev storage on its own cannot be pickled (send a tensor); a tensor that requires grad and is
-  not a leaf is refused, as by torch.
+  not a leaf is refused, as by torch;
+* a receiver that cannot take a tensor (a device it does not have, not enough memory even after
+  emptying its cache: IndexError, torch.OutOfMemoryError) gives the reference back, so the
+  sender does not keep the memory for it (CUDA's receiver leaks it).
 
 Sparse and nested vdev tensors are refused (torch's reductions for them recurse into torch's own
 tensor reduction, which has no vdev case): their storages raise where they are pickled.
@@ -34,6 +38,8 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import threading
+import weakref
 from multiprocessing.reduction import DupFd, ForkingPickler
 from typing import Any
 
@@ -50,6 +56,64 @@ def _is_vdev(obj: Any) -> bool:
     return isinstance(device, torch.device) and device.type == "vdev"
 
 
+class _MessageFd:
+    """A descriptor sent once per message, however many tensors of the message need it.
+
+    Every tensor of a device names the same memfd (and of a slot table the same table): one
+    DupFd each would send the same descriptor again and again (spawn refuses duplicates in a
+    Process's arguments, forkserver allows 256, and a queue message of many tensors would use up
+    descriptors). The sender makes one _MessageFd per descriptor while a message is being pickled
+    (``_message_fd``): the pickler's memo then writes it once and the receiver's unpickler makes
+    one object for all the tensors that refer to it. The receiver detaches the descriptor on first
+    use and closes it when the message's objects are done with it."""
+
+    def __init__(self, dup_fd: Any) -> None:
+        self._dup_fd = dup_fd
+        self._fd: int | None = None
+
+    def __reduce__(self) -> tuple:
+        return (_MessageFd, (self._dup_fd,))
+
+    def fd(self) -> int:
+        if self._fd is None:
+            self._fd = self._dup_fd.detach()
+        return self._fd
+
+    def __del__(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+
+
+# The _MessageFd of each descriptor while some message being pickled refers to it (its pickler's
+# memo keeps it alive until the message is written; concurrent messages may share one object,
+# each pickler still writes its own DupFd).
+_message_fds: weakref.WeakValueDictionary[int, _MessageFd] = weakref.WeakValueDictionary()
+_message_fds_lock = threading.Lock()
+
+
+def _message_fd(fd: int) -> _MessageFd:
+    with _message_fds_lock:
+        found = _message_fds.get(fd)
+        if found is None:
+            found = _MessageFd(_LazyDupFd(fd))
+            _message_fds[fd] = found
+        return found
+
+
+class _LazyDupFd:
+    """DupFd made when the message is written (by each pickler that writes it), not before."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def __reduce__(self) -> tuple:
+        return (_same, (DupFd(self._fd),))
+
+
+def _same(obj: Any) -> Any:
+    return obj
+
+
 def _rebuild_vdev_tensor(
     cls: type,
     size: torch.Size,
@@ -57,27 +121,28 @@ def _rebuild_vdev_tensor(
     storage_offset: int,
     dtype: torch.dtype,
     handle: tuple[int, ...],
-    memory_fd: Any,
-    slot_fd: Any,
+    memory_fd: _MessageFd | None,
+    slot_fd: _MessageFd | None,
     requires_grad: bool,
 ) -> torch.Tensor:
     device, _, offset, nbytes = handle[:4]
     if nbytes == 0:
         storage = torch.UntypedStorage(0, device=torch.device("vdev", device))
     else:
-        memory, slot = memory_fd.detach(), slot_fd.detach()
-        try:
-            key = ("vdev",) + fd_id(memory) + (offset,)
-            storage = storage_from_cache(torch.UntypedStorage, key)
-            if storage is not None and storage.nbytes() == nbytes:
-                _C._ipc_wait_and_release(handle, slot)
-            else:
+        assert memory_fd is not None and slot_fd is not None
+        memory, slot = memory_fd.fd(), slot_fd.fd()
+        key = ("vdev",) + fd_id(memory) + (offset,)
+        storage = storage_from_cache(torch.UntypedStorage, key)
+        if storage is not None and storage.nbytes() == nbytes:
+            _C._ipc_wait_and_release(handle, slot)
+        else:
+            try:
                 storage = torch.UntypedStorage(0, device=torch.device("vdev", device))
-                _C._ipc_adopt_storage(storage._cdata, handle, memory, slot)
-                shared_cache[key] = StorageWeakRef(storage)
-        finally:
-            os.close(memory)
-            os.close(slot)
+            except Exception:
+                _C._ipc_give_back(handle, slot)  # the sender must not keep the memory for nothing
+                raise
+            _C._ipc_adopt_storage(storage._cdata, handle, memory, slot)
+            shared_cache[key] = StorageWeakRef(storage)
     typed = torch.TypedStorage(wrap_storage=storage, dtype=dtype, _internal=True)
     t = torch._utils._rebuild_tensor(typed, storage_offset, size, stride)
     if cls == torch.nn.parameter.Parameter:
@@ -104,7 +169,7 @@ def _reduce_vdev_tensor(tensor: torch.Tensor) -> tuple:
         memory_fd, offset, slot_fd = handle[1], handle[2], handle[4]
         # the sender's own storage, if this process receives the tensor back
         shared_cache[("vdev",) + fd_id(memory_fd) + (offset,)] = StorageWeakRef(storage)
-        fds = (DupFd(memory_fd), DupFd(slot_fd))
+        fds = (_message_fd(memory_fd), _message_fd(slot_fd))
     return (
         _rebuild_vdev_tensor,
         (
