@@ -31,11 +31,6 @@ constexpr std::size_t kMinAlignment = 256;  // every range offset is a multiple 
 
 std::size_t round_up(std::size_t n, std::size_t a) { return (n + a - 1) / a * a; }
 
-std::size_t page_size() {
-  static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return page;
-}
-
 // Free ranges of one arena, best-fit by size, coalesced by offset.
 class RangeSet {
  public:
@@ -301,6 +296,11 @@ void* to_kernel(const void* ptr) noexcept {
       return reinterpret_cast<void*>(a.kernel_base + addr - base);
   }
   return const_cast<void*>(ptr);
+}
+
+std::size_t page_size() noexcept {
+  static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  return page;
 }
 
 bool is_protected(int device) noexcept {

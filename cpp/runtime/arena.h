@@ -55,6 +55,9 @@ void* map_foreign(int device, int fd, std::size_t file_offset, std::size_t size,
 // Undoes map_foreign(`addr`, `size`): the range holds this arena's memory again and is free.
 void unmap_foreign(int device, void* addr, std::size_t size) noexcept;
 
+// The system's page size (the granularity of map_foreign).
+std::size_t page_size() noexcept;
+
 // True when device addresses fault on host access (false only if the protected reservation was
 // refused and the arena fell back to one read/write view).
 bool is_protected(int device) noexcept;

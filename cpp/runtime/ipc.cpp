@@ -39,11 +39,6 @@ namespace {
 
 constexpr std::size_t kTableBytes = kIpcSlotsPerTable * sizeof(SharedSlot);
 
-std::size_t page_size() {
-  static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  return page;
-}
-
 long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t value, const timespec* timeout) {
   return syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op, value, timeout, nullptr, 0);
 }
@@ -143,7 +138,7 @@ IpcMemHandle ipc_get_mem_handle(const void* device_ptr) {
 
 void* ipc_open_mem_handle(int device, int fd, std::uint64_t offset, std::size_t size) {
   if (size == 0) throw std::invalid_argument("ipc_open_mem_handle: size must be positive");
-  const std::size_t page = page_size();
+  const std::size_t page = arena::page_size();
   const std::uint64_t first = offset / page * page;
   const std::uint64_t last = (offset + size + page - 1) / page * page;
   auto* base = static_cast<char*>(

@@ -113,17 +113,17 @@ void adopt_shared_storage(c10::StorageImpl& empty, const SharedStorageHandle& h,
       empty.device().type() == kVdev && empty.nbytes() == 0 && empty.device().index() == h.device,
       "adopt_shared_storage: expected an empty storage on vdev:", h.device);
   TORCH_CHECK_VALUE(h.nbytes > 0, "adopt_shared_storage: nothing was shared (0 bytes)");
+  const auto open = [&] {
+    return VDEV_RT(vdev::rt::ipc_open_mem_handle(h.device, memory_fd, h.offset, h.nbytes));
+  };
   void* ptr = nullptr;
   try {
-    ptr = VDEV_RT(vdev::rt::ipc_open_mem_handle(h.device, memory_fd, h.offset, h.nbytes));
-  } catch (const c10::OutOfMemoryError&) {
-    // As an allocation would: give the cached blocks back, then try once more.
-    device_allocator()->emptyCache({0, 0});
     try {
-      ptr = VDEV_RT(vdev::rt::ipc_open_mem_handle(h.device, memory_fd, h.offset, h.nbytes));
-    } catch (...) {
-      give_back_reference(h, slot_fd);
-      throw;
+      ptr = open();
+    } catch (const c10::OutOfMemoryError&) {
+      // As an allocation would: give the cached blocks back, then try once more.
+      device_allocator()->emptyCache({0, 0});
+      ptr = open();
     }
   } catch (...) {
     give_back_reference(h, slot_fd);  // the sender must not keep the memory for nothing

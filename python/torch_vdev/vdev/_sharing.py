@@ -67,16 +67,19 @@ class _MessageFd:
     one object for all the tensors that refer to it. The receiver detaches the descriptor on first
     use and closes it when the message's objects are done with it."""
 
-    def __init__(self, dup_fd: Any) -> None:
-        self._dup_fd = dup_fd
+    def __init__(self, sent: Any, fd_to_send: int | None = None) -> None:
+        self._sent = sent  # the receiver's DupFd (None on the sender's side)
+        self._fd_to_send = fd_to_send
         self._fd: int | None = None
 
     def __reduce__(self) -> tuple:
-        return (_MessageFd, (self._dup_fd,))
+        # A DupFd per pickler that writes this object (made now: spawn's needs the Process
+        # being started), however many tensors of its message refer to it.
+        return (_MessageFd, (DupFd(self._fd_to_send),))
 
     def fd(self) -> int:
         if self._fd is None:
-            self._fd = self._dup_fd.detach()
+            self._fd = self._sent.detach()
         return self._fd
 
     def __del__(self) -> None:
@@ -95,23 +98,9 @@ def _message_fd(fd: int) -> _MessageFd:
     with _message_fds_lock:
         found = _message_fds.get(fd)
         if found is None:
-            found = _MessageFd(_LazyDupFd(fd))
+            found = _MessageFd(None, fd_to_send=fd)
             _message_fds[fd] = found
         return found
-
-
-class _LazyDupFd:
-    """DupFd made when the message is written (by each pickler that writes it), not before."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    def __reduce__(self) -> tuple:
-        return (_same, (DupFd(self._fd),))
-
-
-def _same(obj: Any) -> Any:
-    return obj
 
 
 def _rebuild_vdev_tensor(
