@@ -13,5 +13,6 @@ void bind_streams(nanobind::module_& m);
 void bind_memory(nanobind::module_& m);
 void bind_random(nanobind::module_& m);
 void bind_distributed(nanobind::module_& m);
+void bind_compile(nanobind::module_& m);
 
 }  // namespace vdev::bindings

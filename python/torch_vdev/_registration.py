@@ -3,8 +3,8 @@
 Steps, in order: load the native extension (which registers the kernels, device guard, allocator
 and hooks), rename PrivateUse1 to ``vdev``, install ``torch.vdev``, generate the
 ``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, refuse vdev tensors sent to other processes,
-register the vccl collectives backend,
-and register the exit handler. Every step
+register the vccl collectives backend, prepare torch.compile's registrations (made when Dynamo and
+Inductor are first used) and register the exit handler. Every step
 either succeeds or raises; none of them can fail silently.
 """
 
@@ -50,6 +50,10 @@ def register() -> None:
         from torch_vdev import distributed as vccl
 
         vccl.register()
+        # torch.compile: Dynamo's device interface, registered when Dynamo is first imported.
+        from torch_vdev import compile as vdev_compile
+
+        vdev_compile.install()
         # Exit (cpp/runtime/process.h): the workers stop while the interpreter is still whole,
         # after the user's atexit handlers (registered later, run earlier) and after the
         # non-daemon threads have been joined.

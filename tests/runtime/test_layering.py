@@ -20,7 +20,18 @@ BACKEND_DEPENDS_ON = {
     "executor": {"common", "memory", "random"},
     "ops": {"common", "memory", "executor", "random"},
     "distributed": {"common", "memory"},
-    "testing": {"common", "memory", "random", "amp", "device", "executor", "ops", "distributed"},
+    "compile": {"common"},
+    "testing": {
+        "common",
+        "memory",
+        "random",
+        "amp",
+        "device",
+        "executor",
+        "ops",
+        "distributed",
+        "compile",
+    },
 }
 
 

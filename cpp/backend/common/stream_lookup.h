@@ -11,6 +11,7 @@
 #include <c10/core/Device.h>
 #include <c10/core/Stream.h>
 
+#include "backend/common/export.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
@@ -22,7 +23,7 @@ c10::DeviceIndex checked_device_index(c10::Device d, const char* fn);
 // The runtime stream behind a c10::Stream of vdev.
 vdev::rt::Stream& runtime_stream(const c10::Stream& s);
 // The calling thread's current runtime stream of a vdev device.
-vdev::rt::Stream& current_runtime_stream(c10::DeviceIndex device);
+VDEV_BACKEND_API vdev::rt::Stream& current_runtime_stream(c10::DeviceIndex device);
 // A c10::Stream for a runtime stream.
 c10::Stream to_c10(const vdev::rt::Stream& s);
 // Makes `waiter` wait for the work queued on `first` so far (an event recorded on `first`,

@@ -19,7 +19,7 @@ import torch
 
 from torch_vdev import _C
 from torch_vdev.vdev._sharing import ipc_collect
-from torch_vdev.vdev._utils import _get_device_index
+from torch_vdev.vdev._utils import _get_device_index, _traced_device
 from torch_vdev.vdev.memory import (
     empty_cache,
     empty_host_cache,
@@ -131,6 +131,21 @@ __all__ = [
 # Their docstrings are set in bindings/device.cpp.
 current_device = _C._get_device
 set_device = _C._set_device
+
+# What Inductor reads first from a PrivateUse1 device module to register its code generation
+# (torch/_inductor/codegen/common.py, init_backend_registration). Reading it registers vdev's
+# backend in full (torch_vdev/compile/inductor_backend.py). CppWrapperCodegen is absent on
+# purpose: init_backend_registration would then register the device a second time, without the
+# custom pass that names vdev's code generation in Inductor's cache keys.
+_INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _INDUCTOR_HOOKS:
+        from torch_vdev.compile import inductor_hook
+
+        return inductor_hook(name)
+    raise AttributeError(f"module 'torch.vdev' has no attribute '{name}'")
 
 
 def is_available() -> bool:
@@ -290,6 +305,10 @@ def synchronize(device: Any = None) -> None:
     """Waits for all work queued on every stream of ``device`` (default: the current device), and
     raises the first error a task on one of them reported. Warnings the finished kernels raised
     are issued here (as at every synchronization point)."""
+    if torch.compiler.is_compiling():  # Dynamo traces torch.accelerator.synchronize
+        if device is None:
+            return torch.accelerator.synchronize()
+        return torch.accelerator.synchronize(_traced_device(device))
     try:
         _C._synchronize(_get_device_index(device, optional=True, fn="synchronize"))
     finally:

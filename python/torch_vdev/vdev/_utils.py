@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from torch_vdev import _C
 
 
@@ -27,3 +29,14 @@ def _get_device_index(device: Any, optional: bool = False, fn: str = "device") -
     if optional:
         return _C._get_device()
     raise ValueError(f"[{fn}] expected a vdev device with an index or an integer, got {device}")
+
+
+def _traced_device(device: Any) -> torch.device | None:
+    """``device`` as ``torch.accelerator``'s functions take it, for the calls Dynamo traces in
+    place of torch.vdev's (torch.compile knows torch.accelerator's streams and synchronize; it
+    cannot trace into the native functions torch.vdev calls). An int is a vdev index."""
+    if device is None or isinstance(device, torch.device):
+        return device
+    if isinstance(device, int):
+        return torch.device("vdev", device)
+    return torch.device(device)

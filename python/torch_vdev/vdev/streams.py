@@ -8,12 +8,13 @@ the classes here add ``priority`` and the ``torch.cuda``-style constructors.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
 
 from torch_vdev import _C
-from torch_vdev.vdev._utils import _get_device_index
+from torch_vdev.vdev._utils import _get_device_index, _traced_device
 
 
 def _index(device: Any) -> int:
@@ -85,6 +86,10 @@ def _wrap(stream: torch.Stream) -> Stream:
 
 def current_stream(device: Any = None) -> Stream:
     """The calling thread's current stream on ``device`` (default: the current device)."""
+    if torch.compiler.is_compiling():  # Dynamo traces torch.accelerator's streams
+        if device is None:
+            return torch.accelerator.current_stream()
+        return torch.accelerator.current_stream(_traced_device(device))
     return _wrap(torch.accelerator.current_stream(_index(device)))
 
 
@@ -128,4 +133,6 @@ class StreamContext:
 
 def stream(stream: torch.Stream | None) -> StreamContext:
     """``with torch.vdev.stream(s):`` runs the block with ``s`` as the current stream."""
+    if torch.compiler.is_compiling():  # Dynamo traces a stream used as a context manager
+        return contextlib.nullcontext() if stream is None else stream
     return StreamContext(stream)

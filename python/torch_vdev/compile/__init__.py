@@ -1,0 +1,85 @@
+"""torch.compile for vdev: Dynamo's device interface and Inductor's backend.
+
+* ``device_interface``: ``VdevInterface``, Dynamo's view of the device (streams, events,
+  synchronize, properties), registered when ``torch._dynamo`` is first imported;
+* ``inductor_backend``: Inductor's C++ scheduling with a wrapper that queues each generated kernel
+  on a vdev stream, registered when Inductor first asks ``torch.vdev`` for it;
+* ``kernels``: compiling those kernels with their stream trampoline and loading them.
+
+Neither is imported by ``import torch`` (importing ``torch._dynamo`` costs over a second): the
+device interface is registered by a one-shot import hook on the ``torch._dynamo`` package, run
+once the package has been imported and before anything is traced; Inductor's backend through the
+``torch.vdev`` attributes its ``init_backend_registration`` reads (``Scheduling``).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+from types import ModuleType
+from typing import Any
+
+_DYNAMO = "torch._dynamo"
+_lock = threading.Lock()
+
+
+def _register_device_interface() -> None:
+    from torch_vdev.compile import device_interface
+
+    device_interface.register()
+
+
+class _RegisteringLoader(importlib.abc.Loader):
+    """Wraps the loader of torch._dynamo: registers vdev once the package has been imported."""
+
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        _register_device_interface()
+
+    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... for tracebacks
+        return getattr(self._loader, name)
+
+
+class _DynamoImportHook(importlib.abc.MetaPathFinder):
+    """Finds torch._dynamo with the other finders, once, and wraps its loader."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != _DYNAMO:
+            return None
+        _remove_hook(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _RegisteringLoader(spec.loader)
+        return spec
+
+
+def _remove_hook(hook: _DynamoImportHook) -> None:
+    with _lock:
+        if hook in sys.meta_path:
+            sys.meta_path.remove(hook)
+
+
+def install() -> None:
+    """Registers vdev with Dynamo now if it is loaded, else when it is (called once, by
+    torch_vdev._registration)."""
+    with _lock:
+        if _DYNAMO not in sys.modules:
+            sys.meta_path.insert(0, _DynamoImportHook())
+            return
+    _register_device_interface()
+
+
+def inductor_hook(name: str) -> Any:
+    """``torch.vdev.<name>`` for Inductor's backend registration (Scheduling, the wrappers)."""
+    from torch_vdev.compile import inductor_backend
+
+    inductor_backend.register()
+    return inductor_backend.INDUCTOR_HOOKS[name]
