@@ -108,3 +108,6 @@ def register() -> None:
     for i in range(_vdev.device_count()):
         register_interface_for_device(f"vdev:{i}", VdevInterface)
     UserDefinedClassVariable._in_graph_classes().update({_vdev.Stream, _vdev.Event})
+    from torch_vdev.compile import fake_layouts
+
+    fake_layouts.apply()

@@ -218,8 +218,8 @@ class CodegenIdentity(CustomGraphModulePass):
 
     def uuid(self) -> str:
         digest = hashlib.sha256()
-        for name in ("inductor_backend.py", "kernels.py"):
-            digest.update((Path(__file__).parent / name).read_bytes())
+        for path in sorted(Path(__file__).parent.glob("*.py")):  # everything this package decides
+            digest.update(path.read_bytes())
         return "torch_vdev-" + digest.hexdigest()
 
 

@@ -1,0 +1,264 @@
+"""torch.compile on vdev (issue 14, items 1, 2 and 4): Inductor's C++ kernels run as tasks on the
+current stream, compiled calls are asynchronous like eager ones, stream and event calls inside
+compiled functions are traced in order, and what Inductor cannot lower runs as eager vdev
+operators."""
+
+import pytest
+import torch
+import torch._dynamo
+import torch._inductor.config as inductor_config
+from asyncutil import gated, wait_until_blocked
+from torch._dynamo.testing import CompileCounter
+from torch._inductor.utils import run_and_get_code
+
+from torch_vdev.compile import inductor_backend, inductor_device_rules, kernels
+
+
+def assert_close(got, want):
+    got, want = (got,) if isinstance(got, torch.Tensor) else got, (want,)
+    want = want[0] if isinstance(want[0], tuple) else want
+    for g, w in zip(got, want, strict=True):
+        assert g.device == w.device
+        torch.testing.assert_close(g.cpu(), w.cpu(), atol=1e-5, rtol=1e-4)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def test_kernels_are_vdev_kernels_queued_on_the_stream_and_the_call_returns_first():
+    def f(x, y):
+        return (x.sin() * y + 1).relu().sum(0)
+
+    x, y = torch.randn(64, 32, device="vdev"), torch.randn(64, 32, device="vdev")
+    compiled = torch.compile(f)
+    _, (code,) = run_and_get_code(compiled, x, y)
+    assert "vdev_kernels.cpp_kernel(async_compile, 'cpp_fused" in code
+    assert "cpp_pybinding" not in code  # no kernel runs on the host
+    stream = torch.vdev.current_stream()
+    with gated(stream) as gate:
+        wait_until_blocked(gate)
+        out = compiled(x, y)  # returns while the stream is blocked
+        done = stream.record_event()
+        assert not done.query() and out.device == x.device
+    done.synchronize()
+    assert_close(out, f(x, y))
+
+
+def test_buffers_and_kernels_on_the_inputs_device(device_count):
+    def f(x):
+        return x.cos() * 2, x.exp().sum()
+
+    x = torch.randn(8, 16, device=f"vdev:{device_count - 1}")
+    got = torch.compile(f)(x)
+    assert all(t.device == x.device for t in got)
+    assert torch.vdev.current_device() == 0
+    assert_close(got, f(x))
+
+
+def test_one_element_cpu_tensor_is_read_when_the_kernel_is_queued():
+    x = torch.randn(1024, device="vdev")
+    scale = torch.tensor(3.0)
+    compiled = torch.compile(lambda x, s: x * s + 1)
+    compiled(x, scale)
+    with gated(torch.vdev.current_stream()) as gate:
+        wait_until_blocked(gate)
+        out = compiled(x, scale)
+        scale.fill_(100.0)  # after the call, before the kernel runs: as CUDA passes it by value
+    torch.testing.assert_close(out.cpu(), x.cpu() * 3 + 1)
+
+
+def test_dynamic_shapes_compile_once_and_match_eager():
+    counter = CompileCounter()
+
+    def f(x):
+        return torch.nn.functional.softmax(x * 2, dim=-1).sum(0)
+
+    compiled = torch.compile(f, backend=counter, dynamic=True)
+    inductor = torch.compile(f, dynamic=True)
+    for rows, cols in ((3, 5), (7, 11), (16, 33)):
+        x = torch.randn(rows, cols, device="vdev")
+        compiled(x)
+        assert_close(inductor(x), f(x))
+    assert counter.frame_count == 1
+
+
+def side_stream_program(x, side):
+    done = torch.vdev.Event()
+    current = torch.vdev.current_stream()
+    side.wait_stream(current)
+    with torch.vdev.stream(side):
+        y = x * 2
+        done.record()
+    current.wait_event(done)
+    z = y + 1
+    torch.vdev.synchronize()
+    return z.sin()
+
+
+def test_stream_event_and_synchronize_calls_are_traced_in_order():
+    # (Inductor may fuse work that follows synchronize into a kernel before it, as for CUDA:
+    # synchronize orders the host, not the data.)
+    x = torch.randn(256, device="vdev")
+    side = torch.vdev.Stream()
+    compiled = torch.compile(side_stream_program, fullgraph=True)  # a graph break would raise
+    _, (code,) = run_and_get_code(compiled, x, side)
+    body = code[code.index("def call(") :]
+    order = [
+        body.index(op)
+        for op in ("streams.wait_stream", "cpp_fused_mul", "streams.record_event",
+                   "streams.wait_event", "cpp_fused_add", "streams.synchronize_device")
+    ]  # fmt: skip
+    assert order == sorted(order)
+    assert_close(compiled(x, side), side_stream_program(x, side))
+
+
+def test_compiled_work_on_a_side_stream_waits_for_it():
+    def f(x, side):
+        done = torch.vdev.Event()
+        with torch.vdev.stream(side):
+            y = x * 2
+            done.record()
+        torch.vdev.current_stream().wait_event(done)
+        return y + 1
+
+    x, side = torch.randn(64, device="vdev"), torch.vdev.Stream()
+    compiled = torch.compile(f, fullgraph=True)
+    compiled(x, side)
+    with gated(side) as gate:
+        wait_until_blocked(gate)
+        out = compiled(x, side)
+        after = torch.vdev.current_stream().record_event()
+        assert not after.query()  # the default stream waits for the blocked side stream
+    after.synchronize()
+    torch.testing.assert_close(out.cpu(), x.cpu() * 2 + 1)
+
+
+def test_an_operator_inductor_does_not_lower_runs_as_the_eager_vdev_operator():
+    def f(x):
+        values, indices = torch.cummax(x, 0)
+        return values + 1, indices
+
+    x = torch.randn(16, 4, device="vdev")
+    got, (code,) = run_and_get_code(torch.compile(f), x)
+    assert "aten.cummax" in code  # a fallback to the eager operator, not a generated kernel
+    assert_close(got, f(x))
+
+
+def test_an_operator_without_a_fake_kernel_is_named_in_the_compile_error():
+    @torch.library.custom_op("vdev_compile_test::twice", mutates_args=())
+    def twice(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    x = torch.randn(4, device="vdev")
+    with pytest.raises(Exception, match="vdev_compile_test::twice"):
+        torch.compile(lambda x: twice(x) + 1, fullgraph=True)(x)
+
+
+def test_integer_division_by_zero_fails_the_kernel_and_the_device_keeps_working():
+    a = torch.tensor([5, 7], device="vdev")
+    b = torch.tensor([1, 0], device="vdev")
+    torch.compile(lambda a, b: a // b)(a, b)
+    with pytest.raises(RuntimeError, match=r"cpp_fused_floor_divide.*ZeroDivisionError"):
+        torch.vdev.synchronize()
+    assert (a + 1).cpu().tolist() == [6, 8]
+
+
+def test_cpp_wrapper_is_refused_naming_the_setting():
+    x = torch.randn(4, device="vdev")
+    with inductor_config.patch(cpp_wrapper=True), pytest.raises(Exception, match="cpp_wrapper"):
+        torch.compile(lambda x: x + 1)(x)
+
+
+SCALE_KERNEL = """
+#include <cstdint>
+extern "C" void kernel(const float* in_ptr0, float* out_ptr0, const int64_t ks0, const float s) {
+    for (int64_t i = 0; i < ks0; ++i) out_ptr0[i] = in_ptr0[i] * s;
+}
+"""
+
+
+def test_a_kernel_launcher_passes_pointers_sizes_and_scalars_and_checks_them():
+    from torch._inductor.async_compile import AsyncCompile
+
+    argtypes = ["const float*", "float*", "const int64_t", "const float"]
+    kernel = kernels.cpp_kernel(AsyncCompile(), "scale_kernel", argtypes, SCALE_KERNEL)
+    kernel = kernel.result() if hasattr(kernel, "result") else kernel
+    assert (kernel.name, kernel.kinds) == ("scale_kernel", "ppif")
+    x = torch.arange(6, dtype=torch.float32, device="vdev:1")
+    out = torch.zeros(6, device="vdev:1")
+    kernel(x[2:], out, 3, 2.5)  # a view: its data pointer, offset included
+    assert out.cpu().tolist() == [5.0, 7.5, 10.0, 0.0, 0.0, 0.0]
+    with pytest.raises(TypeError, match="takes 4 arguments"):
+        kernel(x, out, 3)
+    with pytest.raises(TypeError, match="argument 1 must be a Tensor"):
+        kernel(x, 2.0, 3, 1.0)
+    with pytest.raises(ValueError, match="argument 0 is a CPU tensor of 6 elements"):
+        kernel(x.cpu(), out, 3, 1.0)
+    with pytest.raises(RuntimeError, match="same device.*vdev:1 and vdev:0"):
+        kernel(x, torch.zeros(6, device="vdev:0"), 3, 1.0)
+    with pytest.raises(TypeError):
+        kernel(x, out, "three", 1.0)
+    with pytest.raises(kernels.UnsupportedKernelArgument, match="odd_kernel.*'half2'"):
+        kernels.cpp_kernel(AsyncCompile(), "odd_kernel", ["half2"], SCALE_KERNEL)
+    assert out.cpu().tolist() == [5.0, 7.5, 10.0, 0.0, 0.0, 0.0]  # nothing queued by a refusal
+
+
+def test_inductor_registration_and_cache_identity():
+    torch.compile(lambda x: x + 1)(torch.ones(2, device="vdev"))
+    from torch._inductor.codegen import common
+
+    assert common.get_scheduling_for_device("vdev") is inductor_backend.VdevScheduling
+    identity = common.custom_backend_passes["vdev"]
+    assert isinstance(identity, inductor_backend.CodegenIdentity)
+    assert identity.uuid().startswith("torch_vdev-")
+    assert inductor_device_rules._applied
+
+
+def test_inductor_takes_cpu_codegen_decisions_for_vdev():
+    from torch._inductor import ir, scheduler, utils
+
+    vdev, cuda = torch.device("vdev", 0), torch.device("cuda", 0)
+    assert utils.get_current_backend("vdev") == "cpp"
+    assert utils.get_current_backend("cuda") == inductor_config.cuda_backend
+    assert ir.is_cpu(vdev) and ir.is_cpu(torch.device("cpu")) and not ir.is_cpu(cuda)
+    assert scheduler.device_need_guard("vdev") and not scheduler.device_need_guard("cpu")
+
+    class Node:
+        def __init__(self, device):
+            self.device = device
+
+        def get_device(self):
+            return self.device
+
+    assert scheduler.BaseSchedulerNode.is_cpu(Node(vdev))
+    assert not scheduler.BaseSchedulerNode.is_cpu(Node(cuda))
+
+
+@pytest.mark.parametrize("which", ["input", "weight"])
+def test_a_channels_last_convolution_compiles_with_the_layout_vdev_gives(which):
+    # torch's fake convolution gives PrivateUse1 devices a contiguous output; vdev's keeps CUDA's
+    # channels-last rule, and compiled code asserts the layout the fake tensors predicted.
+    x = torch.randn(2, 3, 8, 8, device="vdev", requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, device="vdev", requires_grad=True)
+    cl = torch.channels_last
+
+    def f(x, w):
+        if which == "input":
+            x = x.contiguous(memory_format=cl)
+        else:
+            w = w.contiguous(memory_format=cl)
+        return torch.nn.functional.conv2d(x, w, padding=1).relu()
+
+    got = torch.compile(f)(x, w)
+    got.sum().backward()
+    grads = [x.grad.cpu(), w.grad.cpu()]
+    x.grad = w.grad = None
+    want = f(x, w)
+    want.sum().backward()
+    torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-4, atol=1e-5)
+    for g, w_ in zip(grads, [x.grad.cpu(), w.grad.cpu()], strict=True):
+        torch.testing.assert_close(g, w_, rtol=1e-4, atol=1e-5)
