@@ -62,8 +62,9 @@ class CompiledKernel {
       }
     }
     init_tensor_access();
-    // Inductor's code caches keep compiled kernels until the process ends; nanobind would report
-    // each one as leaked at exit.
+    // Inductor's code caches keep compiled kernels until the process ends, and nanobind would
+    // report each one as leaked at exit. This turns leak reports off for the whole module (the
+    // vdev nanobind domain) once a kernel exists; it cannot be narrowed to one type.
     nb::set_leak_warnings(false);
   }
 

@@ -137,6 +137,20 @@ def test_compiled_work_on_a_side_stream_waits_for_it():
     torch.testing.assert_close(out.cpu(), x.cpu() * 2 + 1)
 
 
+def test_kernels_of_nested_control_flow_subgraphs_are_vdev_kernels():
+    def inner(x):
+        return torch.cond(x.mean() > 0, lambda x: x.sin() * 2, lambda x: x.cos() + 1, (x,))
+
+    def f(x):
+        return torch.cond(x.sum() > 0, lambda x: inner(x) * 3, lambda x: x.exp(), (x,))
+
+    for sign in (1, -1):
+        x = sign * torch.rand(64, device="vdev") + 0.01
+        got, (code,) = run_and_get_code(torch.compile(f, fullgraph=True), x)
+        assert "cpp_pybinding" not in code
+        assert_close(got, f(x))
+
+
 def test_an_operator_inductor_does_not_lower_runs_as_the_eager_vdev_operator():
     def f(x):
         values, indices = torch.cummax(x, 0)
@@ -221,6 +235,7 @@ def test_inductor_registration_and_cache_identity():
 def test_inductor_takes_cpu_codegen_decisions_for_vdev():
     from torch._inductor import ir, scheduler, utils
 
+    inductor_backend.register()  # as Inductor's first compilation does
     vdev, cuda = torch.device("vdev", 0), torch.device("cuda", 0)
     assert utils.get_current_backend("vdev") == "cpp"
     assert utils.get_current_backend("cuda") == inductor_config.cuda_backend

@@ -40,6 +40,21 @@ def test_dynamo_imported_before_the_backend_still_finds_vdev():
     assert out.stdout.split() == ["VdevInterface"]
 
 
+def test_finding_dynamo_without_importing_it_keeps_the_hook():
+    out = run_python(
+        """
+        import importlib.util
+        import torch
+        importlib.util.find_spec("torch._dynamo")
+        import torch._dynamo
+        from torch._dynamo.device_interface import get_interface_for_device
+        print(get_interface_for_device("vdev").__name__)
+        """
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["VdevInterface"]
+
+
 def test_registered_for_the_device_and_each_index(device_count):
     assert get_interface_for_device("vdev") is VdevInterface
     assert get_interface_for_device(torch.device("vdev", 1)) is VdevInterface

@@ -7,6 +7,7 @@ import os
 
 import pytest
 import torch
+from torch._inductor.utils import run_and_get_code
 
 FULL = os.environ.get("VDEV_COMPILE_FULL") == "1"
 
@@ -58,7 +59,8 @@ def inputs(family: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
 
 def check(fn, args, dtype):
     torch._dynamo.reset()
-    got = torch.compile(fn)(*args)
+    got, code = run_and_get_code(torch.compile(fn), *args)
+    assert "vdev_kernels.cpp_kernel(" in "".join(code) or "extern_kernels" in "".join(code)
     want = fn(*args)
     rtol, atol = TOLERANCE[dtype]
     for g, w in zip(got, want, strict=True):
@@ -73,7 +75,10 @@ def test_family_compiled_as_one_function_matches_eager(family):
     def all_ops(*args):
         return tuple(op(*args) for op in ops.values())
 
-    check(all_ops, inputs(family, torch.float32), torch.float32)
+    args = inputs(family, torch.float32)
+    check(all_ops, args, torch.float32)
+    _, code = run_and_get_code(torch.compile(all_ops), *args)
+    assert "vdev_kernels.cpp_kernel(" in "".join(code)  # generated kernels, not only fallbacks
 
 
 CASES = [

@@ -18,6 +18,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
+import warnings
 from types import ModuleType
 from typing import Any
 
@@ -26,9 +27,14 @@ _lock = threading.Lock()
 
 
 def _register_device_interface() -> None:
-    from torch_vdev.compile import device_interface
+    """Registers vdev with Dynamo. A failure is a warning, not an ImportError: Dynamo must stay
+    importable for every other device."""
+    try:
+        from torch_vdev.compile import device_interface
 
-    device_interface.register()
+        device_interface.register()
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(f"torch_vdev: torch.compile is not available for vdev: {e!r}", stacklevel=2)
 
 
 class _RegisteringLoader(importlib.abc.Loader):
@@ -42,6 +48,7 @@ class _RegisteringLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
+        _remove_hooks()  # only now: a find_spec alone (importlib.util.find_spec) imports nothing
         _register_device_interface()
 
     def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... for tracebacks
@@ -54,17 +61,15 @@ class _DynamoImportHook(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
         if fullname != _DYNAMO:
             return None
-        _remove_hook(self)
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is not None and spec.loader is not None:
             spec.loader = _RegisteringLoader(spec.loader)
         return spec
 
 
-def _remove_hook(hook: _DynamoImportHook) -> None:
+def _remove_hooks() -> None:
     with _lock:
-        if hook in sys.meta_path:
-            sys.meta_path.remove(hook)
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _DynamoImportHook)]
 
 
 def install() -> None:

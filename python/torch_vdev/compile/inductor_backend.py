@@ -14,9 +14,9 @@ first compiles (``init_backend_registration``), so ``import torch`` never import
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from collections.abc import Iterator
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -56,53 +56,16 @@ class VdevScheduling(CppScheduling):
         return True
 
     def define_kernel(self, src_code: str, nodes: Any, kernel_args: Any = None) -> str:
-        wrapper = V.graph.wrapper_code
-        with wrapper.defining_vdev_kernel():
-            return super().define_kernel(_VDEV_SOURCE_MARK + src_code, nodes, kernel_args)
+        return super().define_kernel(_VDEV_SOURCE_MARK + src_code, nodes, kernel_args)
 
 
-class VdevWrapperCodegen(PythonWrapperCodegen):
-    """Python wrapper code whose vdev kernels are stream launchers."""
+class _VdevWrapperCode:
+    """What vdev changes in Inductor's Python wrapper code, for graphs and their subgraphs (control
+    flow operators, at any depth): kernel definitions, kernel calls and buffer allocations."""
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._defining_vdev_kernel = False
-
-    @staticmethod
-    def create(
-        is_subgraph: bool,
-        subgraph_name: str | None,
-        parent_wrapper: PythonWrapperCodegen | None,
-        partition_signatures: Any = None,
-    ) -> PythonWrapperCodegen:
-        if is_subgraph:
-            assert subgraph_name is not None and parent_wrapper is not None
-            return VdevSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
-        return VdevWrapperCodegen()
-
-    @contextlib.contextmanager
-    def defining_vdev_kernel(self) -> Iterator[None]:
-        self._defining_vdev_kernel = True
-        try:
-            yield
-        finally:
-            self._defining_vdev_kernel = False
-
-    def write_header(self) -> None:
-        super().write_header()
-        self.header.splice("import torch_vdev.compile.kernels as vdev_kernels")
-
-    def define_kernel(
-        self,
-        kernel_name: str,
-        kernel_body: str,
-        metadata: str | None = None,
-        gpu: bool = True,
-        cpp_definition: str | None = None,
-    ) -> None:
-        if getattr(self, "_defining_vdev_kernel", False):
-            kernel_body = vdev_definition(kernel_name, kernel_body)
-        super().define_kernel(kernel_name, kernel_body, metadata, gpu, cpp_definition)
+    def define_kernel(self, kernel_name: str, kernel_body: str, *args: Any, **kwargs: Any) -> None:
+        body = vdev_definition(kernel_name, kernel_body)
+        super().define_kernel(kernel_name, body, *args, **kwargs)  # type: ignore[misc]
 
     def make_allocation(
         self,
@@ -111,14 +74,15 @@ class VdevWrapperCodegen(PythonWrapperCodegen):
         dtype: Any,
         shape: Any,
         stride: Any,
-        *args: Any,
+        *a: Any,
         **kw: Any,
     ) -> str:
-        line = super().make_allocation(name, device, dtype, shape, stride, *args, **kw)
+        line = super().make_allocation(name, device, dtype, shape, stride, *a, **kw)  # type: ignore[misc]
         if device.type != "vdev":
             return line
-        # Inductor writes device='vdev' for devices it does not know (it relies on a device guard
-        # it emits only for GPUs): name the index, so buffers land on their tensors' device.
+        # Inductor writes device='vdev' for devices it has no allocator function for and relies
+        # on the device guard around the code: name the index as well, so that a buffer lands on
+        # its tensors' device whatever the current device is.
         return line.replace("device='vdev'", f"device='{device}'", 1)
 
     def _generate_kernel_call_helper(
@@ -133,29 +97,42 @@ class VdevWrapperCodegen(PythonWrapperCodegen):
         device = device or V.graph.get_current_device_or_throw()
         if device.type == "vdev" and not triton:
             # As CPU calls its kernels: the launcher picks the stream when it is called.
-            self.writeline(self.wrap_kernel_call(kernel_name, call_args))
+            self.writeline(self.wrap_kernel_call(kernel_name, call_args))  # type: ignore[attr-defined]
             return
-        super()._generate_kernel_call_helper(
+        super()._generate_kernel_call_helper(  # type: ignore[misc]
             kernel_name, call_args, device=device, triton=triton, **kw
         )
 
 
-class VdevSubgraphWrapperCodegen(SubgraphPythonWrapperCodegen):
-    """Wrapper code of a subgraph (control flow operators): kernels are the parent's."""
+class VdevWrapperCodegen(_VdevWrapperCode, PythonWrapperCodegen):
+    """Python wrapper code whose vdev kernels are stream launchers."""
 
-    def defining_vdev_kernel(self) -> contextlib.AbstractContextManager[None]:
-        return self.parent_wrapper.defining_vdev_kernel()
+    @staticmethod
+    def create(
+        is_subgraph: bool,
+        subgraph_name: str | None,
+        parent_wrapper: PythonWrapperCodegen | None,
+        partition_signatures: Any = None,
+    ) -> PythonWrapperCodegen:
+        if is_subgraph:
+            assert subgraph_name is not None and parent_wrapper is not None
+            return VdevSubgraphWrapperCodegen(subgraph_name, parent_wrapper, partition_signatures)
+        return VdevWrapperCodegen()
 
-    def define_kernel(self, kernel_name: str, kernel_body: str, *args: Any, **kwargs: Any) -> None:
-        if getattr(self.parent_wrapper, "_defining_vdev_kernel", False):
-            kernel_body = vdev_definition(kernel_name, kernel_body)
-        super().define_kernel(kernel_name, kernel_body, *args, **kwargs)
+    def write_header(self) -> None:
+        super().write_header()
+        self.header.splice("import torch_vdev.compile.kernels as vdev_kernels")
 
-    make_allocation = VdevWrapperCodegen.make_allocation
-    _generate_kernel_call_helper = VdevWrapperCodegen._generate_kernel_call_helper
+
+class VdevSubgraphWrapperCodegen(_VdevWrapperCode, SubgraphPythonWrapperCodegen):
+    """Wrapper code of a subgraph: its kernels are defined in the parent's header."""
 
 
 def vdev_definition(kernel_name: str, kernel_body: str) -> str:
+    """A kernel definition as vdev writes it: a kernel VdevScheduling generated (its source has
+    the mark) becomes a vdev launcher; any other (a CPU kernel in the same graph) is left as is."""
+    if _VDEV_SOURCE_MARK not in kernel_body:
+        return kernel_body
     if not kernel_body.startswith(_CPU_DEFINITION):
         raise RuntimeError(
             f"torch.compile on vdev: Inductor defined kernel {kernel_name} as "
@@ -223,38 +200,39 @@ class CodegenIdentity(CustomGraphModulePass):
         return "torch_vdev-" + digest.hexdigest()
 
 
-def benchmark_with_events(
+def benchmark_until_done(
     benchmarker: Any, _callable: Any, warmup: int = 25, rep: int = 100, **kwargs: Any
 ) -> float:
-    """Inductor's autotuning timer for vdev: milliseconds per call of the queued work, timed with
-    vdev events on the current stream (the host returns before the work is done)."""
-    _callable()
-    torch.vdev.synchronize()
-    start = torch.vdev.Event(enable_timing=True)
-    end = torch.vdev.Event(enable_timing=True)
-    start.record()
-    _callable()
-    end.record()
-    end.synchronize()
-    estimate = max(start.elapsed_time(end), 1e-3)
-    for _ in range(max(1, int(warmup / estimate))):
-        _callable()
-    calls = max(1, int(rep / estimate))
-    start.record()
-    for _ in range(calls):
-        _callable()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / calls
+    """Inductor's autotuning timer for vdev: milliseconds per call of the queued work, from the
+    call until every device has run it (the host returns before the work is done, and the work
+    may be on any device), over at most 1,000 calls."""
+
+    def timed(calls: int) -> float:
+        start = time.perf_counter()
+        for _ in range(calls):
+            _callable()
+        for device in range(torch.vdev.device_count()):
+            torch.vdev.synchronize(device)
+        return (time.perf_counter() - start) * 1e3 / calls
+
+    estimate = max(timed(1), 1e-3)
+    timed(min(1000, max(1, int(warmup / estimate))))
+    return timed(min(1000, max(1, int(rep / estimate))))
 
 
 _registered = False
+_lock = threading.Lock()
 
 
 def register() -> None:
     global _registered
-    if _registered:
-        return
+    with _lock:
+        if not _registered:
+            _register()
+            _registered = True
+
+
+def _register() -> None:
     from torch_vdev.compile import inductor_device_rules
 
     inductor_device_rules.apply()
@@ -267,8 +245,7 @@ def register() -> None:
         UnsupportedFxWrapper,
         device_custom_pass=CodegenIdentity(),
     )
-    register_benchmarker("vdev", benchmark_with_events, override=True)
-    _registered = True
+    register_benchmarker("vdev", benchmark_until_done, override=True)
 
 
 # What Inductor's init_backend_registration reads from torch.vdev (vdev/__init__.py says why

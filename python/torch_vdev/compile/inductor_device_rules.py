@@ -23,7 +23,7 @@ predicates:
 * ``torch._inductor.utils.device_need_guard`` (as the scheduler imported it): true for vdev.
 
 Decisions about memory and placement (allocation, pinned memory, device moves) ask about the
-device itself and are not touched. ``tests/compile/test_inductor_backend.py`` checks the four.
+device itself and are not touched. ``tests/compile/test_compile.py`` checks the four.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import ctypes
 from typing import Any
 
 from torch._inductor.async_compile import AsyncCompile, get_compile_threads
-from torch._inductor.codecache import CppCodeCache, LambdaFuture
+from torch._inductor.codecache import CppCodeCache, LambdaFuture, clear_on_fresh_cache
 
 from torch_vdev import _C
 
@@ -67,6 +67,7 @@ extern "C" __attribute__((visibility("default"))) void vdev_kernel_entry(const V
 """
 
 
+@clear_on_fresh_cache
 class VdevKernelCodeCache(CppCodeCache):
     """Inductor's C++ code cache, with a cache of its own (the sources differ from CPU's by the
     trampoline, so the libraries never mix) and the flags of Inductor's CPU kernel bindings."""
