@@ -15,8 +15,8 @@ from torch_vdev.compile import inductor_backend, inductor_device_rules, kernels
 
 
 def assert_close(got, want):
-    got, want = (got,) if isinstance(got, torch.Tensor) else got, (want,)
-    want = want[0] if isinstance(want[0], tuple) else want
+    got = (got,) if isinstance(got, torch.Tensor) else got
+    want = (want,) if isinstance(want, torch.Tensor) else want
     for g, w in zip(got, want, strict=True):
         assert g.device == w.device
         torch.testing.assert_close(g.cpu(), w.cpu(), atol=1e-5, rtol=1e-4)

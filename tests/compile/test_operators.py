@@ -60,12 +60,14 @@ def inputs(family: str, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
 def check(fn, args, dtype):
     torch._dynamo.reset()
     got, code = run_and_get_code(torch.compile(fn), *args)
-    assert "vdev_kernels.cpp_kernel(" in "".join(code) or "extern_kernels" in "".join(code)
+    code = "".join(code)
+    assert "vdev_kernels.cpp_kernel(" in code or "extern_kernels" in code
     want = fn(*args)
     rtol, atol = TOLERANCE[dtype]
     for g, w in zip(got, want, strict=True):
         assert g.device.type == "vdev"
         torch.testing.assert_close(g.cpu(), w.cpu(), rtol=rtol, atol=atol)
+    return code
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -75,10 +77,8 @@ def test_family_compiled_as_one_function_matches_eager(family):
     def all_ops(*args):
         return tuple(op(*args) for op in ops.values())
 
-    args = inputs(family, torch.float32)
-    check(all_ops, args, torch.float32)
-    _, code = run_and_get_code(torch.compile(all_ops), *args)
-    assert "vdev_kernels.cpp_kernel(" in "".join(code)  # generated kernels, not only fallbacks
+    code = check(all_ops, inputs(family, torch.float32), torch.float32)
+    assert "vdev_kernels.cpp_kernel(" in code  # generated kernels, not only fallbacks
 
 
 CASES = [

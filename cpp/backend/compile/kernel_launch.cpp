@@ -11,11 +11,6 @@ const char* kernel_task_name(const std::string& name) { return intern_task_name(
 
 void launch_kernel(KernelEntry entry, const char* name, c10::DeviceIndex device, KernelArgs args,
                    HostScalars scalars) {
-  if (scalars.empty()) {
-    enqueue_task(current_runtime_stream(device), name,
-                 [entry, args = std::move(args)] { entry(args.data()); });
-    return;
-  }
   enqueue_task(current_runtime_stream(device), name,
                [entry, args = std::move(args), scalars = std::move(scalars)]() mutable {
                  // The copies live in this task (the runtime may have moved it since it was made).

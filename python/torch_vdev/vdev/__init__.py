@@ -19,7 +19,7 @@ import torch
 
 from torch_vdev import _C
 from torch_vdev.vdev._sharing import ipc_collect
-from torch_vdev.vdev._utils import _get_device_index, _traced_device
+from torch_vdev.vdev._utils import _get_device_index, _traced_device_args
 from torch_vdev.vdev.memory import (
     empty_cache,
     empty_host_cache,
@@ -306,9 +306,7 @@ def synchronize(device: Any = None) -> None:
     raises the first error a task on one of them reported. Warnings the finished kernels raised
     are issued here (as at every synchronization point)."""
     if torch.compiler.is_compiling():  # Dynamo traces torch.accelerator.synchronize
-        if device is None:
-            return torch.accelerator.synchronize()
-        return torch.accelerator.synchronize(_traced_device(device))
+        return torch.accelerator.synchronize(*_traced_device_args(device))
     try:
         _C._synchronize(_get_device_index(device, optional=True, fn="synchronize"))
     finally:

@@ -31,12 +31,13 @@ def _get_device_index(device: Any, optional: bool = False, fn: str = "device") -
     raise ValueError(f"[{fn}] expected a vdev device with an index or an integer, got {device}")
 
 
-def _traced_device(device: Any) -> torch.device | None:
-    """``device`` as ``torch.accelerator``'s functions take it, for the calls Dynamo traces in
-    place of torch.vdev's (torch.compile knows torch.accelerator's streams and synchronize; it
-    cannot trace into the native functions torch.vdev calls). An int is a vdev index."""
-    if device is None or isinstance(device, torch.device):
-        return device
+def _traced_device_args(device: Any) -> tuple[torch.device, ...]:
+    """``device`` as the arguments of ``torch.accelerator``'s functions, for the calls Dynamo
+    traces in place of torch.vdev's (torch.compile knows torch.accelerator's streams and
+    synchronize; it cannot trace into the native functions torch.vdev calls): none for None
+    (Dynamo refuses an explicit None), an int as a vdev index."""
+    if device is None:
+        return ()
     if isinstance(device, int):
-        return torch.device("vdev", device)
-    return torch.device(device)
+        return (torch.device("vdev", device),)
+    return (torch.device(device),)

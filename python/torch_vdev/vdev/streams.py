@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from torch_vdev import _C
-from torch_vdev.vdev._utils import _get_device_index, _traced_device
+from torch_vdev.vdev._utils import _get_device_index, _traced_device_args
 
 
 def _index(device: Any) -> int:
@@ -87,9 +87,7 @@ def _wrap(stream: torch.Stream) -> Stream:
 def current_stream(device: Any = None) -> Stream:
     """The calling thread's current stream on ``device`` (default: the current device)."""
     if torch.compiler.is_compiling():  # Dynamo traces torch.accelerator's streams
-        if device is None:
-            return torch.accelerator.current_stream()
-        return torch.accelerator.current_stream(_traced_device(device))
+        return torch.accelerator.current_stream(*_traced_device_args(device))
     return _wrap(torch.accelerator.current_stream(_index(device)))
 
 
