@@ -6,7 +6,10 @@
   they run on the calling thread;
 - the time of the first compiled call (tracing, Inductor, C++ compilation; Inductor's caches off)
   on each device;
-- the compiled step on vdev against the eager step on vdev (no target).
+- the compiled step on vdev against the eager step on vdev (no target);
+- the compiled step on vdev against CPU compiled with the intra-op threads vdev's kernels run with
+  (VDEV_DEVICE_THREADS caps them, by default the cores minus one, leaving one to the host): the
+  same compute threads on both sides (no target).
 
     python benchmarks/bench_compile.py [--out results.json] [--quick]
 """
@@ -23,6 +26,7 @@ import torch._inductor.config as inductor_config  # noqa: E402
 import torch.nn as nn  # noqa: E402
 from bench_ops import ratio, timed  # noqa: E402
 
+import torch_vdev  # noqa: E402
 from timing import at_most, emit, environment, parse_args  # noqa: E402
 
 
@@ -79,17 +83,30 @@ def main() -> int:
     for name, make in (("mlp", mlp), ("transformer", transformer)):
         model, batch = make()
         runs, compile_ms = {}, {}
-        for device, compiled in (("cpu", True), ("vdev", True), ("vdev", False)):
+        host_threads = torch.get_num_threads()
+        device_threads = min(host_threads, torch_vdev._C._device_threads())
+        cases = (("cpu", True, host_threads), ("vdev", True, host_threads),
+                 ("vdev", False, host_threads), ("cpu", True, device_threads))  # fmt: skip
+        for device, compiled, threads in cases:
+            torch.set_num_threads(threads)  # before compiling: kernels hold their thread count
             first_call, run = trainer(model, batch, device, compiled, steps)
             if compiled:
                 torch._dynamo.reset()
-                compile_ms[device] = first_call()
-            runs[(device, compiled)] = timed(run, reps)
-        cpu, vdev, eager = runs[("cpu", True)], runs[("vdev", True)], runs[("vdev", False)]
+                compile_ms.setdefault(device, first_call())
+            runs[(device, compiled, threads)] = timed(run, reps)
+        torch.set_num_threads(host_threads)
+        cpu, vdev = runs[("cpu", True, host_threads)], runs[("vdev", True, host_threads)]
+        eager, cpu_same = runs[("vdev", False, host_threads)], runs[("cpu", True, device_threads)]
         results[f"{name}_compiled_train_step"] = {
             "cpu_ms_per_step": round(cpu["median_ms"] / steps, 3),
             "vdev_ms_per_step": round(vdev["median_ms"] / steps, 3),
             **ratio(vdev, cpu),
+        }
+        results[f"{name}_compiled_train_step_same_threads"] = {
+            "threads": device_threads,
+            "cpu_ms_per_step": round(cpu_same["median_ms"] / steps, 3),
+            "vdev_ms_per_step": round(vdev["median_ms"] / steps, 3),
+            **ratio(vdev, cpu_same),
         }
         results[f"{name}_first_compiled_call_ms"] = compile_ms
         results[f"{name}_vdev_compiled_vs_eager"] = {

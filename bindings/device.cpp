@@ -65,6 +65,9 @@ void bind_device(nb::module_& m) {
       },
       nb::arg("device"), "(name, total_memory, major, minor, multi_processor_count)");
   m.def(
+      "_device_threads", [] { return rt::config().device_threads; },
+      "VDEV_DEVICE_THREADS: the most intra-op threads a stream worker runs a kernel with.");
+  m.def(
       "_disable_leak_warnings", [] { nb::set_leak_warnings(false); },
       "Exit with daemon threads inside vdev calls: their objects are leaked on purpose.");
   m.def("_shutdown", &rt::shutdown_workers, nb::call_guard<nb::gil_scoped_release>(),

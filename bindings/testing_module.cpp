@@ -32,6 +32,9 @@ void bind_runtime(nb::module_& t) {
         [](const std::string& s) { return rt::parse_device_count(s, "VDEV_DEVICE_COUNT"); });
   t.def("parse_memory_size",
         [](const std::string& s) { return rt::parse_memory_size(s, "VDEV_DEVICE_MEMORY"); });
+  t.def("parse_thread_count",
+        [](const std::string& s) { return rt::parse_thread_count(s, "VDEV_DEVICE_THREADS"); });
+  t.def("default_device_threads", &rt::default_device_threads);
   t.def("runtime_allocated_bytes", [](int device) { return rt::memory_stats(device).allocated; });
   t.def(
       "fail_next_worker_start", [] { rt::detail::fail_next_worker_start.store(true); },

@@ -1,5 +1,6 @@
 #include "runtime/config.h"
 
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 #include "runtime/errors.h"
 
@@ -71,7 +73,7 @@ void check_address_space(const Config& c) {
 }
 
 struct Loaded {
-  Config config{kDefaultDeviceCount, kDefaultDeviceMemory, false};
+  Config config{kDefaultDeviceCount, kDefaultDeviceMemory, false, default_device_threads()};
   std::optional<std::string> error;
 };
 
@@ -92,6 +94,9 @@ const Loaded& loaded() {
                                       "' is not valid: expected 0 or 1");
         }
         l.config.launch_blocking = s == "1";
+      }
+      if (const char* v = std::getenv("VDEV_DEVICE_THREADS")) {
+        l.config.device_threads = parse_thread_count(v, "VDEV_DEVICE_THREADS");
       }
       check_address_space(l.config);
     } catch (const std::exception& e) {
@@ -154,6 +159,24 @@ std::size_t parse_memory_size(const std::string& text, const char* what) {
         "unit K, M, G or T (binary, e.g. 4GiB or 512MiB)");
   }
   return static_cast<std::size_t>(v << shift);
+}
+
+int parse_thread_count(const std::string& text, const char* what) {
+  unsigned long long v = 0;
+  if (!parse_unsigned(trim(text), &v) || v < 1 || v > kMaxDeviceThreads) {
+    fail<std::invalid_argument>("config", what, "='", text,
+                                "' is not a valid thread count: expected an integer in 1..",
+                                kMaxDeviceThreads);
+  }
+  return static_cast<int>(v);
+}
+
+int default_device_threads() noexcept {
+  int cores = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(cores - 1, 1, kMaxDeviceThreads);
 }
 
 const Config& config() {

@@ -7,6 +7,10 @@
 //   VDEV_LAUNCH_BLOCKING "1" makes every task complete before enqueue returns, so errors point at
 //                       the operation that caused them (like CUDA_LAUNCH_BLOCKING); "0" or unset:
 //                       asynchronous
+//   VDEV_DEVICE_THREADS intra-op threads each stream worker runs its kernels with, an integer in
+//                       1..kMaxDeviceThreads (default: the cores this process may use minus one,
+//                       at least 1: one core stays with the host thread, which runs ahead of the
+//                       device as a GPU's host does)
 //
 // The environment is read on the first call to config() and never again. A malformed value does
 // not throw at load time: config() throws std::runtime_error naming the variable and the value on
@@ -26,11 +30,13 @@ namespace vdev::rt {
 inline constexpr int kMaxDevices = 64;
 inline constexpr int kDefaultDeviceCount = 2;
 inline constexpr std::size_t kDefaultDeviceMemory = std::size_t{4} << 30;
+inline constexpr int kMaxDeviceThreads = 1024;
 
 struct Config {
   int device_count;
   std::size_t device_memory;  // capacity of each device, in bytes
   bool launch_blocking;       // VDEV_LAUNCH_BLOCKING=1: every enqueue waits for its task
+  int device_threads;         // intra-op threads of a stream worker's kernels
 };
 
 // The validated configuration; throws std::runtime_error if the environment is malformed.
@@ -39,8 +45,13 @@ VDEV_RT_API const Config& config();
 // The configuration error, if any, without throwing.
 VDEV_RT_API const std::optional<std::string>& config_error() noexcept;
 
-// Parsers, exposed for tests. Both throw std::invalid_argument naming `what` and the value.
+// Parsers, exposed for tests. They throw std::invalid_argument naming `what` and the value.
 VDEV_RT_API int parse_device_count(const std::string& text, const char* what);
 VDEV_RT_API std::size_t parse_memory_size(const std::string& text, const char* what);
+VDEV_RT_API int parse_thread_count(const std::string& text, const char* what);
+
+// The default of VDEV_DEVICE_THREADS: the CPUs in this process's affinity mask minus one, at
+// least 1.
+VDEV_RT_API int default_device_threads() noexcept;
 
 }  // namespace vdev::rt

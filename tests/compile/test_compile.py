@@ -11,6 +11,7 @@ from asyncutil import gated, wait_until_blocked
 from torch._dynamo.testing import CompileCounter
 from torch._inductor.utils import run_and_get_code
 
+from conftest import run_python
 from torch_vdev.compile import inductor_backend, inductor_device_rules, kernels
 
 
@@ -277,3 +278,46 @@ def test_a_channels_last_convolution_compiles_with_the_layout_vdev_gives(which):
     torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-4, atol=1e-5)
     for g, w_ in zip(grads, [x.grad.cpu(), w.grad.cpu()], strict=True):
         torch.testing.assert_close(g, w_, rtol=1e-4, atol=1e-5)
+
+
+def test_kernels_are_generated_for_the_device_thread_count():
+    # A vdev kernel runs on a stream worker with at most VDEV_DEVICE_THREADS OpenMP threads
+    # (cpp/backend/common/task.h); Inductor writes the thread count into the kernel.
+    script = """
+        import torch
+        from torch._inductor.utils import run_and_get_code
+        from torch_vdev.compile import inductor_backend
+        torch.set_num_threads(2)
+        f = lambda x: x.sin() * 2
+        x = torch.randn(1 << 20)
+        _, (cpu,) = run_and_get_code(torch.compile(f), x)
+        torch._dynamo.reset()
+        _, (vdev,) = run_and_get_code(torch.compile(f), x.to("vdev"))
+        uuid = torch._inductor.codegen.common.custom_backend_passes["vdev"].uuid()
+        print("#pragma omp parallel" in cpu, "#pragma omp parallel" in vdev, uuid.rsplit("-", 1)[1])
+    """
+    one = run_python(script, env={"VDEV_DEVICE_THREADS": "1"})
+    assert one.returncode == 0, one.stderr
+    assert one.stdout.split() == ["True", "False", "threads1"]
+    two = run_python(script, env={"VDEV_DEVICE_THREADS": "2"})
+    assert two.returncode == 0, two.stderr
+    assert two.stdout.split() == ["True", "True", "threads2"]
+
+
+def test_attention_compiles_to_the_fused_operator_cpu_uses():
+    # vdev's SDPA choice is CPU's, for fake tensors too: the compiled graph keeps the fused
+    # operator (an eager vdev operator) in both directions instead of the math path's kernels.
+    def f(q, k, v):
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    q, k, v = (torch.randn(2, 4, 16, 8, device="vdev", requires_grad=True) for _ in range(3))
+    out, codes = run_and_get_code(lambda: torch.compile(f)(q, k, v).sum().backward())
+    code = "\n".join(codes)
+    assert "_scaled_dot_product_flash_attention_for_cpu.default(" in code
+    assert "_scaled_dot_product_flash_attention_for_cpu_backward.default(" in code
+    assert "extern_kernels.bmm" not in code
+    grads = [t.grad for t in (q, k, v)]
+    for t in (q, k, v):
+        t.grad = None
+    f(q, k, v).sum().backward()
+    assert_close(tuple(grads), tuple(t.grad for t in (q, k, v)))

@@ -124,19 +124,35 @@ def test_worker_does_not_depend_on_the_callers_thread_local_state():
     torch.testing.assert_close(x.grad.cpu(), torch.full((3,), 3.0))
 
 
-def test_workers_use_the_hosts_intra_op_thread_count():
+def test_workers_use_the_hosts_intra_op_thread_count_at_most_the_device_threads():
     # torch.set_num_threads is process-wide on CPU; stream workers must follow it, or two streams
-    # each running multi-threaded kernels oversubscribe the cores instead of overlapping.
-    testing = torch_vdev._testing
-    before = torch.get_num_threads()
-    try:
-        for n in (1, 2, 1):
+    # each running multi-threaded kernels oversubscribe the cores instead of overlapping. They use
+    # at most VDEV_DEVICE_THREADS, and setting it on a worker changes nothing on the host: a
+    # thread started afterwards still gets the host's count.
+    r = run_python(
+        """
+        import threading
+        import torch
+        from torch_vdev import _testing as testing
+        seen = []
+        for n in (1, 2, 3, 1):
             torch.set_num_threads(n)
-            assert testing.worker_intra_op_threads(0) == n
+            seen.append(testing.worker_intra_op_threads(0))
             with torch.vdev.stream(torch.vdev.Stream()):
-                assert testing.worker_intra_op_threads(0) == n
-    finally:
-        torch.set_num_threads(before)
+                seen.append(testing.worker_intra_op_threads(0))
+        torch.set_num_threads(3)
+        testing.worker_intra_op_threads(0)  # the worker now runs 2
+        other = []
+        t = threading.Thread(target=lambda: other.append(torch.get_num_threads()))
+        t.start()
+        t.join()
+        print(seen, torch.get_num_threads(), other)
+        """,
+        env={"VDEV_DEVICE_THREADS": "2"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("]", 1)[0] + "]" == "[1, 1, 2, 2, 2, 2, 1, 1]"
+    assert r.stdout.split("]", 1)[1].split() == ["3", "[3]"]
 
 
 def test_lazy_conjugate_and_negative_views_copy_correctly():

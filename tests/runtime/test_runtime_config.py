@@ -1,5 +1,6 @@
 """Runtime layer: environment configuration and its parsers."""
 
+import os
 import re
 
 import pytest
@@ -45,6 +46,35 @@ def test_parse_memory_size_rejects_naming_variable_and_value(text):
     assert "VDEV_DEVICE_MEMORY" in str(info.value) and f"'{text}'" in str(info.value)
 
 
+@pytest.mark.parametrize("text,expected", [("1", 1), (" 3 ", 3), ("1024", 1024)])
+def test_parse_thread_count_accepts(text, expected):
+    assert rt.parse_thread_count(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "0", "1025", "-1", "two", "1.5", "0x2"])
+def test_parse_thread_count_rejects_naming_variable_value_and_range(text):
+    with pytest.raises(ValueError) as info:
+        rt.parse_thread_count(text)
+    msg = str(info.value)
+    assert "VDEV_DEVICE_THREADS" in msg and f"'{text}'" in msg and "1..1024" in msg
+
+
+def test_default_device_threads_leave_one_core_to_the_host():
+    assert rt.default_device_threads() == max(1, len(os.sched_getaffinity(0)) - 1)
+    r = run_python("import torch_vdev; print(torch_vdev._C._device_threads())")
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout) == rt.default_device_threads()
+
+
+def test_environment_sets_device_threads():
+    r = run_python(
+        "import torch_vdev; print(torch_vdev._C._device_threads())",
+        env={"VDEV_DEVICE_THREADS": "3"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["3"]
+
+
 def test_environment_sets_count_and_capacity():
     r = run_python(
         """
@@ -74,6 +104,7 @@ def test_default_configuration_is_two_devices_of_4GiB():
         ({"VDEV_DEVICE_COUNT": "0"}, "VDEV_DEVICE_COUNT='0'"),
         ({"VDEV_DEVICE_COUNT": "100"}, "VDEV_DEVICE_COUNT='100'"),
         ({"VDEV_DEVICE_MEMORY": "lots"}, "VDEV_DEVICE_MEMORY='lots'"),
+        ({"VDEV_DEVICE_THREADS": "0"}, "VDEV_DEVICE_THREADS='0'"),
         # More than any machine's address space (two views per device): refused at configuration,
         # not reported available and then failing every allocation.
         ({"VDEV_DEVICE_MEMORY": "100000TiB"}, "more than this machine can reserve"),

@@ -6,9 +6,14 @@
 //   - runs below autograd and ADInplaceOrView (the host already did the autograd work), whatever
 //     the host's grad mode, inference mode or autocast state was;
 //   - keeps the warnings its kernel raises, for the host to re-raise (common/worker_warnings.h);
-//   - uses the intra-op thread count of the queueing thread (torch.set_num_threads): ATen's
-//     OpenMP/MKL thread counts are per thread, and a worker started before set_num_threads would
-//     otherwise keep the default and oversubscribe the cores when several streams run at once.
+//   - uses the intra-op thread count of the queueing thread (torch.set_num_threads), at most
+//     VDEV_DEVICE_THREADS (runtime/config.h; by default the cores minus one): ATen's OpenMP/MKL
+//     thread counts are per thread, and a worker started before set_num_threads would otherwise
+//     keep the default and oversubscribe the cores when several streams run at once. The cap
+//     keeps a core for the host thread, which runs ahead while the device computes: an OpenMP
+//     team as large as the machine, sharing a core with the host, wakes its threads through the
+//     kernel at every parallel region (libgomp stops spinning once its threads outnumber the
+//     cores), which measured 1.6x slower than a team one smaller (benchmarks/bench_compile.py).
 //
 // Thread rules: enqueue_task is called on the dispatching thread; the wrapped task runs on the
 // stream's worker. The callable must be copyable (the runtime stores std::function).
@@ -32,13 +37,18 @@ namespace vdev::backend {
 // a task of it is still queued. One copy per distinct name; thread-safe.
 VDEV_BACKEND_API const char* intern_task_name(const std::string& name);
 
-// Makes the calling worker use `threads` intra-op threads (a no-op when it already does).
-// Exported because enqueue_task, inlined into its callers, calls it.
+// The intra-op threads of a task queued now by the calling thread: its own count, at most
+// VDEV_DEVICE_THREADS. Exported because enqueue_task, inlined into its callers, calls it.
+VDEV_BACKEND_API int task_intra_op_threads();
+
+// Makes the calling worker use `threads` intra-op threads (a no-op when it already does). Sets
+// only this thread's OpenMP and MKL counts: at::set_num_threads would also change the process
+// default that threads started later take, and torch's shared thread pool.
 VDEV_BACKEND_API void use_intra_op_threads(int threads);
 
 template <typename F>
 void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn) {
-  const int threads = at::get_num_threads();
+  const int threads = task_intra_op_threads();
   VDEV_RT(stream.enqueue(name, [fn = std::forward<F>(fn), threads, name, device = stream.device(),
                                 id = stream.id()]() mutable {
     use_intra_op_threads(threads);

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch._inductor import config as inductor_config
 from torch._inductor.codegen.common import (
     DeviceOpOverrides,
     register_backend_for_device,
@@ -32,6 +33,8 @@ from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch._inductor.runtime.benchmarking import register_benchmarker
 from torch._inductor.virtualized import V
 
+from torch_vdev import _C
+
 # The line Inductor's C++ scheduling writes to define a kernel in Python wrapper code
 # (CppScheduling.define_kernel), and what vdev writes instead.
 _CPU_DEFINITION = "async_compile.cpp_pybinding("
@@ -39,6 +42,13 @@ _VDEV_DEFINITION = "vdev_kernels.cpp_kernel(async_compile, {name!r}, "
 # Marks a kernel's source as vdev's: Inductor shares one definition between kernels of identical
 # source, and a CPU kernel of the same source in the same graph must stay a CPU binding.
 _VDEV_SOURCE_MARK = "// vdev kernel: queued on a vdev stream\n"
+
+
+def kernel_threads() -> int:
+    """OpenMP threads of a vdev kernel: what a stream worker runs eager kernels with, the host's
+    intra-op threads at most VDEV_DEVICE_THREADS (cpp/backend/common/task.h). Inductor writes the
+    count into each kernel's parallel regions when it generates them."""
+    return min(torch.get_num_threads(), _C._device_threads())
 
 
 class VdevScheduling(CppScheduling):
@@ -50,10 +60,24 @@ class VdevScheduling(CppScheduling):
     On CPU that is harmless; on vdev the kernel's call would land after a record_event or
     synchronize that follows it in the program, and after the deletion of buffers it reads. So
     each node's kernel is written as soon as it is generated (one kernel per scheduler node).
+
+    Kernels are generated for the device's thread count (``kernel_threads``), not the host's.
     """
 
     def ready_to_flush(self) -> bool:
         return True
+
+    def codegen_node(self, node: Any) -> None:
+        with inductor_config.patch({"cpp.threads": kernel_threads()}):
+            super().codegen_node(node)
+
+    def codegen_template(self, *args: Any, **kwargs: Any) -> Any:
+        with inductor_config.patch({"cpp.threads": kernel_threads()}):
+            return super().codegen_template(*args, **kwargs)
+
+    def flush(self) -> None:
+        with inductor_config.patch({"cpp.threads": kernel_threads()}):
+            super().flush()
 
     def define_kernel(self, src_code: str, nodes: Any, kernel_args: Any = None) -> str:
         return super().define_kernel(_VDEV_SOURCE_MARK + src_code, nodes, kernel_args)
@@ -197,7 +221,8 @@ class CodegenIdentity(CustomGraphModulePass):
         digest = hashlib.sha256()
         for path in sorted(Path(__file__).parent.glob("*.py")):  # everything this package decides
             digest.update(path.read_bytes())
-        return "torch_vdev-" + digest.hexdigest()
+        # Generated kernels hold their thread count: a change of it must not reuse them.
+        return f"torch_vdev-{digest.hexdigest()}-threads{kernel_threads()}"
 
 
 def benchmark_until_done(
