@@ -94,6 +94,12 @@ def test_an_error_no_synchronize_reported_is_printed_at_exit():
         side = torch.vdev.Stream()
         with torch.vdev.stream(side):
             torch.multinomial(torch.tensor([-1.0, 2.0], device="vdev"), 1)  # fails too
+        # Both tasks must have run: exit abandons tasks not yet started (runtime/process.h).
+        import time
+        from torch_vdev import _testing as rt
+        for s in (torch.vdev.default_stream(), side):
+            while not rt.stream_query(s.device_index, s.stream_id):  # does not consume errors
+                time.sleep(0.001)
         print("leaving")
         """,
         timeout=60,
