@@ -72,6 +72,16 @@ void check_address_space(const Config& c) {
                               (fits * kGranule / 8 * 7) >> 30, " GiB per device");
 }
 
+// An integer in 1..max; the error names the variable, the value, what it counts and the range.
+int parse_count(const std::string& text, const char* what, int max, const char* noun) {
+  unsigned long long v = 0;
+  if (!parse_unsigned(trim(text), &v) || v < 1 || v > static_cast<unsigned long long>(max)) {
+    fail<std::invalid_argument>("config", what, "='", text, "' is not a valid ", noun,
+                                ": expected an integer in 1..", max);
+  }
+  return static_cast<int>(v);
+}
+
 struct Loaded {
   Config config{kDefaultDeviceCount, kDefaultDeviceMemory, false, default_device_threads()};
   std::optional<std::string> error;
@@ -110,13 +120,7 @@ const Loaded& loaded() {
 }  // namespace
 
 int parse_device_count(const std::string& text, const char* what) {
-  unsigned long long v = 0;
-  if (!parse_unsigned(trim(text), &v) || v < 1 || v > kMaxDevices) {
-    fail<std::invalid_argument>("config", what, "='", text,
-                                "' is not a valid device count: expected an integer in 1..",
-                                kMaxDevices);
-  }
-  return static_cast<int>(v);
+  return parse_count(text, what, kMaxDevices, "device count");
 }
 
 std::size_t parse_memory_size(const std::string& text, const char* what) {
@@ -162,13 +166,7 @@ std::size_t parse_memory_size(const std::string& text, const char* what) {
 }
 
 int parse_thread_count(const std::string& text, const char* what) {
-  unsigned long long v = 0;
-  if (!parse_unsigned(trim(text), &v) || v < 1 || v > kMaxDeviceThreads) {
-    fail<std::invalid_argument>("config", what, "='", text,
-                                "' is not a valid thread count: expected an integer in 1..",
-                                kMaxDeviceThreads);
-  }
-  return static_cast<int>(v);
+  return parse_count(text, what, kMaxDeviceThreads, "thread count");
 }
 
 int default_device_threads() noexcept {
