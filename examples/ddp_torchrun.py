@@ -70,6 +70,10 @@ def main() -> None:
         print(f"trained {args.steps} steps on {world_size} ranks ({dist.get_backend_config()})")
         if args.save:
             torch.save(state, args.save)
+    # Every rank's queued collectives must finish before the group is destroyed: destroying it
+    # fails work still in flight (as NCCL's shutdown does), and the peer then sees its connection
+    # closed in the middle of the last all_reduce.
+    torch.vdev.synchronize()
     dist.destroy_process_group()
 
 
