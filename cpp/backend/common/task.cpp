@@ -40,9 +40,8 @@ void use_intra_op_threads(int threads) {
   if (omp_set_num_threads == nullptr) {  // not an OpenMP build: only ATen's own setter exists
     at::set_num_threads(threads);
   } else {
-    if (applied == -1)
-      (void)at::get_num_threads();  // ATen's lazy per-thread set-up runs first,
-                                    // so it never overrides what is set here
+    // ATen's lazy per-thread set-up runs first, so that it never overrides what is set here.
+    if (applied == -1) (void)at::get_num_threads();
     omp_set_num_threads(threads);
     if (MKL_Set_Num_Threads_Local != nullptr) MKL_Set_Num_Threads_Local(threads);
   }

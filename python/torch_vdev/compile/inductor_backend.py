@@ -14,6 +14,7 @@ first compiles (``init_backend_registration``), so ``import torch`` never import
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 import time
@@ -45,10 +46,22 @@ _VDEV_SOURCE_MARK = "// vdev kernel: queued on a vdev stream\n"
 
 
 def kernel_threads() -> int:
-    """OpenMP threads of a vdev kernel: what a stream worker runs eager kernels with, the host's
-    intra-op threads at most VDEV_DEVICE_THREADS (cpp/backend/common/task.h). Inductor writes the
-    count into each kernel's parallel regions when it generates them."""
-    return min(torch.get_num_threads(), _C._device_threads())
+    """OpenMP threads of a vdev kernel: what a stream worker runs a task queued now with
+    (cpp/backend/common/task.h). Inductor writes the count into each kernel's parallel regions
+    when it generates them."""
+    return _C._kernel_threads()
+
+
+def _with_kernel_threads(method: Any) -> Any:
+    """Runs a code-generating method of the C++ scheduling with ``cpp.threads`` set to
+    ``kernel_threads()``."""
+
+    @functools.wraps(method)
+    def generate(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with inductor_config.patch({"cpp.threads": kernel_threads()}):
+            return method(self, *args, **kwargs)
+
+    return generate
 
 
 class VdevScheduling(CppScheduling):
@@ -67,17 +80,9 @@ class VdevScheduling(CppScheduling):
     def ready_to_flush(self) -> bool:
         return True
 
-    def codegen_node(self, node: Any) -> None:
-        with inductor_config.patch({"cpp.threads": kernel_threads()}):
-            super().codegen_node(node)
-
-    def codegen_template(self, *args: Any, **kwargs: Any) -> Any:
-        with inductor_config.patch({"cpp.threads": kernel_threads()}):
-            return super().codegen_template(*args, **kwargs)
-
-    def flush(self) -> None:
-        with inductor_config.patch({"cpp.threads": kernel_threads()}):
-            super().flush()
+    codegen_node = _with_kernel_threads(CppScheduling.codegen_node)
+    codegen_template = _with_kernel_threads(CppScheduling.codegen_template)
+    flush = _with_kernel_threads(CppScheduling.flush)
 
     def define_kernel(self, src_code: str, nodes: Any, kernel_args: Any = None) -> str:
         return super().define_kernel(_VDEV_SOURCE_MARK + src_code, nodes, kernel_args)
