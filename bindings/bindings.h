@@ -14,5 +14,6 @@ void bind_memory(nanobind::module_& m);
 void bind_random(nanobind::module_& m);
 void bind_distributed(nanobind::module_& m);
 void bind_compile(nanobind::module_& m);
+void bind_graphs(nanobind::module_& m);
 
 }  // namespace vdev::bindings

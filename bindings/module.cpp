@@ -16,4 +16,5 @@ NB_MODULE(_C, m) {
   vdev::bindings::bind_random(m);
   vdev::bindings::bind_distributed(m);
   vdev::bindings::bind_compile(m);
+  vdev::bindings::bind_graphs(m);
 }

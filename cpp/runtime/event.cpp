@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "runtime/capture.h"
 #include "runtime/errors.h"
 #include "runtime/process.h"
 
@@ -21,6 +22,10 @@ struct Mark {
   std::chrono::steady_clock::time_point time;  // written before `done` is released
   // The error pending on the stream when it completed, with its kind; written before `done`.
   std::optional<std::pair<ErrorKind, std::string>> error;
+  // Recorded on a stream that captured a graph (runtime/capture.h): never completes; a
+  // dependency inside the capture while it lasts, and inert once it has ended.
+  std::shared_ptr<Capture> capture;
+  CaptureClock clock;
 
   void complete(std::optional<std::pair<ErrorKind, std::string>> err) {
     {
@@ -71,20 +76,40 @@ void Event::record(Stream& stream) {
     }
     device_ = stream.device();  // claimed before queueing, so two recorders cannot disagree
   }
-  Stream* s = &stream;
-  stream.enqueue("record_event", [mark, s] { mark->complete(s->peek_error()); });
+  if (std::shared_ptr<Capture> c = stream.capture()) {
+    mark->clock = detail::mark_clock(*c, stream);
+    mark->capture = std::move(c);
+  } else {
+    Stream* s = &stream;
+    stream.enqueue("record_event", [mark, s] { mark->complete(s->peek_error()); });
+  }
   std::lock_guard<std::mutex> lock(mu_);
   latest_ = std::move(mark);
 }
 
+namespace {
+// For an operation on the host that would wait for a captured mark: fails while its capture lasts
+// (true: the mark is inert, the operation has nothing to wait for).
+bool captured_mark_is_inert(const Mark& m, const char* operation) {
+  if (m.capture == nullptr) return false;
+  if (detail::ended(*m.capture)) return true;
+  fail_capture(*m.capture, operation,
+               "the event was recorded on a stream that is capturing a graph; its work is only "
+               "recorded, so it cannot be queried or waited for on the host");
+}
+}  // namespace
+
 bool Event::query() const {
   auto m = latest();
-  return m == nullptr || m->done.load(std::memory_order_acquire);
+  if (m == nullptr) return true;
+  if (captured_mark_is_inert(*m, "Event.query")) return true;
+  return m->done.load(std::memory_order_acquire);
 }
 
 void Event::synchronize() const {
   auto m = latest();
   if (m == nullptr) return;
+  if (captured_mark_is_inert(*m, "Event.synchronize")) return;
   const bool done = m->wait();
   park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
   if (!done) fail<std::runtime_error>("synchronize_event", "the vdev runtime is shutting down");
@@ -98,6 +123,37 @@ void Event::synchronize() const {
 void Event::block(Stream& stream) const {
   auto m = latest();
   if (m == nullptr) return;
+  std::shared_ptr<Capture> own = stream.capture();
+  if (m->capture != nullptr) {  // a dependency inside a capture: nothing is queued
+    if (own == m->capture) {
+      detail::merge_clock(*own, stream, m->clock);
+    } else if (own != nullptr) {
+      fail_capture(*own, "wait_event",
+                   detail::cat("vdev:", stream.device(), " stream ", stream.id(),
+                               " captures a graph and cannot wait on an event recorded in "
+                               "another capture"));
+    } else if (detail::add_member(*m->capture, stream, m->clock) &&
+               !stream.attach_capture(m->capture)) {
+      fail_capture(*m->capture, "wait_event",
+                   detail::cat("vdev:", stream.device(), " stream ", stream.id(),
+                               " began another capture while joining this one"));
+    }
+    return;
+  }
+  if (own != nullptr && device() != stream.device()) {
+    fail_capture(*own, "wait_event",
+                 detail::cat("vdev:", stream.device(), " stream ", stream.id(),
+                             " is capturing a graph and cannot wait on work of vdev:", device(),
+                             ": a graph captures the work of one device (an operation that "
+                             "involves another device cannot be captured)"));
+  }
+  if (own != nullptr) {
+    fail_capture(*own, "wait_event",
+                 detail::cat("vdev:", stream.device(), " stream ", stream.id(),
+                             " is capturing a graph and cannot wait on an event recorded outside "
+                             "the capture (a dependency may not cross the capture's boundary; "
+                             "make the stream wait before capture_begin)"));
+  }
   stream.enqueue("wait_event", [m] {
     if (!m->wait()) return;  // exiting
     if (m->error) {

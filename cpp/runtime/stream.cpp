@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
@@ -174,6 +175,10 @@ void Stream::enqueue(const char* name, TaskFn fn) {
   bool wake = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
+    if (capture_ != nullptr) {
+      detail::record_task(*capture_, *this, name, std::move(fn));  // recorded, not run
+      return;
+    }
     throw_pending_error_locked(lock);
     // The worker first: if its thread cannot be created, nothing is queued or counted (a counted
     // task without a worker would make every later synchronize wait forever).
@@ -190,6 +195,7 @@ bool Stream::query() const noexcept { return completed_.load() == enqueued_.load
 
 void Stream::synchronize() {
   check_not_forked("synchronize");
+  check_not_capturing("synchronize");
   const std::uint64_t target = enqueued_.load();
   wait_for(target);
   if (completed_.load() < target) {  // only at exit: the work was abandoned
@@ -215,6 +221,35 @@ void Stream::wait_for(std::uint64_t target) noexcept {
     }
   }
   park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
+}
+
+std::shared_ptr<Capture> Stream::capture() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return capture_;
+}
+
+void Stream::check_not_capturing(const char* operation) {
+  if (capture_id() == 0) return;
+  if (std::shared_ptr<Capture> c = capture()) {
+    fail_capture(*c, operation,
+                 detail::cat("vdev:", device_, " stream ", id_, " is capturing a graph, and ",
+                             operation, " would wait for work that is only recorded"));
+  }
+}
+
+bool Stream::attach_capture(std::shared_ptr<Capture> c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (capture_ != nullptr) return false;
+  capture_id_.store(vdev::rt::capture_id(*c), std::memory_order_release);
+  capture_ = std::move(c);
+  return true;
+}
+
+void Stream::detach_capture(const Capture* c) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (capture_.get() != c) return;
+  capture_.reset();
+  capture_id_.store(0, std::memory_order_release);
 }
 
 std::optional<std::pair<ErrorKind, std::string>> Stream::peek_error() const {
@@ -376,12 +411,17 @@ Stream& exchange_current_stream(Stream& s) {
 
 void synchronize_device(int device) {
   check_device_index(device, "synchronize");
+  check_capture_permits("synchronize");  // a device-wide wait is "unsafe" during capture
   DeviceStreams* ds = device_streams(device);
   // Every failed stream is reported: the first one's error, of its kind, names the others.
   std::optional<ErrorKind> kind;
   std::string message;
   ds->for_each([&](Stream* s) {
     if (s->enqueued_count() == 0) return;
+    if (s->capture_id() != 0) {  // a capture that permits this (relaxed): its work before it
+      s->wait_for(s->enqueued_count());
+      return;
+    }
     try {
       s->synchronize();
     } catch (const std::exception& e) {

@@ -49,6 +49,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -77,6 +78,8 @@ VDEV_RT_API extern std::atomic<bool> fail_next_worker_start;
 
 using TaskFn = std::function<void()>;
 
+class Capture;  // runtime/capture.h
+
 class VDEV_RT_API Stream {
  public:
   Stream(int device, std::int64_t id, int priority);
@@ -89,10 +92,12 @@ class VDEV_RT_API Stream {
 
   // Queues `fn`. `name` (a string literal) names the operation in error messages. Throws the
   // stream's pending error instead of queueing, and std::runtime_error in a bad fork or at exit.
+  // While the stream captures a graph (runtime/capture.h), `fn` is recorded instead of queued.
   void enqueue(const char* name, TaskFn fn);
   // True when every task enqueued so far has finished. Never throws.
   bool query() const noexcept;
-  // Waits for the tasks enqueued before this call, then throws the pending error, if any.
+  // Waits for the tasks enqueued before this call, then throws the pending error, if any. Fails
+  // (invalidating the capture) while the stream captures a graph.
   void synchronize();
   // The pending error without consuming it (events use it to carry errors).
   std::optional<std::pair<ErrorKind, std::string>> peek_error() const;
@@ -106,6 +111,18 @@ class VDEV_RT_API Stream {
   // Waits until completed_count() >= count (or process exit), without throwing the pending
   // error: for callers that must wait for memory, not report errors.
   void wait_for(std::uint64_t count) noexcept;
+
+  // Graph capture (runtime/capture.h). capture_id() is 0 when the stream does not capture;
+  // lock-free, for hot paths (the caching allocator asks it at every allocation).
+  std::uint64_t capture_id() const noexcept { return capture_id_.load(std::memory_order_acquire); }
+  std::shared_ptr<Capture> capture() const;
+  // Throws std::runtime_error naming `operation`, and invalidates the capture, if the stream
+  // captures: for operations that would have to wait for captured work (Stream.query).
+  void check_not_capturing(const char* operation);
+  // For runtime/capture.cpp: enters capture mode (false if the stream already captures) / leaves
+  // it (if it still captures `c`).
+  bool attach_capture(std::shared_ptr<Capture> c);
+  void detach_capture(const Capture* c) noexcept;
 
   // Process exit: wakes the worker so that it stops after its current task (worker_busy() tells
   // whether it is still running one).
@@ -155,6 +172,8 @@ class VDEV_RT_API Stream {
   std::atomic<std::uint64_t> wake_at_{kNoWaiter};
   std::atomic<bool> busy_{false};
   std::atomic<const char*> running_{""};
+  std::shared_ptr<Capture> capture_;          // guarded by mu_; set while the stream captures
+  std::atomic<std::uint64_t> capture_id_{0};  // written under mu_
 };
 
 // Stream registry. Throw std::out_of_range / std::invalid_argument for a bad device index.

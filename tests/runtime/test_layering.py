@@ -21,6 +21,7 @@ BACKEND_DEPENDS_ON = {
     "ops": {"common", "memory", "executor", "random"},
     "distributed": {"common", "memory"},
     "compile": {"common"},
+    "graphs": {"common", "memory", "random"},
     "testing": {
         "common",
         "memory",
@@ -31,6 +32,7 @@ BACKEND_DEPENDS_ON = {
         "ops",
         "distributed",
         "compile",
+        "graphs",
     },
 }
 

@@ -4,6 +4,10 @@
 
 #include <atomic>
 
+#include "backend/common/check.h"
+#include "runtime/capture.h"
+#include "runtime/stream.h"
+
 namespace vdev::backend {
 namespace {
 
@@ -27,7 +31,14 @@ void set_sync_debug_mode(int mode) {
 
 int sync_debug_mode() { return static_cast<int>(mode_flag().load(std::memory_order_relaxed)); }
 
-void note_synchronizing_operation(const char* operation) {
+void check_capture_allows_host_wait(const char* operation, c10::DeviceIndex device) {
+  if (C10_LIKELY(vdev::rt::active_captures() == 0)) return;
+  if (device >= 0) VDEV_RT(vdev::rt::current_stream(device).check_not_capturing(operation));
+  VDEV_RT(vdev::rt::check_capture_permits(operation));
+}
+
+void note_synchronizing_operation(const char* operation, c10::DeviceIndex device) {
+  check_capture_allows_host_wait(operation, device);
   const SyncDebugMode mode = mode_flag().load(std::memory_order_relaxed);
   if (C10_LIKELY(mode == SyncDebugMode::kDisabled) || quiet_depth > 0) return;
   // CUDA's message (c10/cuda/CUDAFunctions.cpp, warn_or_error_on_sync), naming the operation.

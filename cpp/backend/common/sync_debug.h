@@ -12,6 +12,8 @@
 // Thread rules: the mode is one process-wide atomic, read lock-free; any thread may set or read it.
 #pragma once
 
+#include <c10/core/Device.h>
+
 #include "backend/common/export.h"
 
 namespace vdev::backend {
@@ -22,8 +24,13 @@ enum class SyncDebugMode : int { kDisabled = 0, kWarn = 1, kError = 2 };
 VDEV_BACKEND_API void set_sync_debug_mode(int mode);
 VDEV_BACKEND_API int sync_debug_mode();
 
-// `operation` names what synchronizes ("aten::nonzero", "Stream.synchronize", ...).
-void note_synchronizing_operation(const char* operation);
+// `operation` names what synchronizes ("aten::nonzero", "Stream.synchronize", ...); `device` is
+// the device whose current stream it waits for (-1: none in particular). During a graph capture
+// it first fails, naming the operation and invalidating the capture (runtime/capture.h), when
+// that stream captures, or when the capture's mode forbids such "unsafe" waits.
+void note_synchronizing_operation(const char* operation, c10::DeviceIndex device);
+// That capture check alone, for a wait the sync debug mode does not report.
+void check_capture_allows_host_wait(const char* operation, c10::DeviceIndex device);
 
 // While one lives on a thread, note_synchronizing_operation() is silent there: an operator that
 // runs on the host was noted once, and its own copies to and from the host are part of it.

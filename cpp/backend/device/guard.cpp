@@ -93,6 +93,7 @@ void* VdevGuardImpl::getStreamNativeHandle(const c10::Stream s) const { return &
 
 bool VdevGuardImpl::queryStream(const c10::Stream& s) const {
   vdev::rt::Stream& rs = runtime_stream(s);
+  VDEV_RT(rs.check_not_capturing("Stream.query"));
   if (!rs.query()) return false;
   // As cudaStreamQuery reports an earlier asynchronous error, so does query(): the error stays
   // pending (synchronize() still raises it, once).
@@ -100,9 +101,14 @@ bool VdevGuardImpl::queryStream(const c10::Stream& s) const {
   return true;
 }
 
+bool VdevGuardImpl::isStreamCapturing(const c10::Stream& s) const {
+  return runtime_stream(s).capture_id() != 0;
+}
+
 void VdevGuardImpl::synchronizeStream(const c10::Stream& s) const {
   vdev::rt::Stream& rs = runtime_stream(s);
-  note_synchronizing_operation("Stream.synchronize");  // as CUDAStream::synchronize
+  VDEV_RT(rs.check_not_capturing("Stream.synchronize"));
+  note_synchronizing_operation("Stream.synchronize", -1);  // as CUDAStream::synchronize
   wait_then_reraise_warnings([&] { VDEV_RT(rs.synchronize()); });
 }
 
@@ -139,7 +145,7 @@ void VdevGuardImpl::block(void* event, const c10::Stream& s) const {
 }
 
 bool VdevGuardImpl::queryEvent(void* event) const {
-  return event == nullptr || as_event(event)->query();
+  return event == nullptr || VDEV_RT(as_event(event)->query());
 }
 
 void VdevGuardImpl::synchronizeEvent(void* event) const {

@@ -34,6 +34,7 @@ struct VdevGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream exchangeStream(c10::Stream s) const override;
   void* getStreamNativeHandle(const c10::Stream s) const override;
   bool queryStream(const c10::Stream& s) const override;
+  bool isStreamCapturing(const c10::Stream& s) const override;
   void synchronizeStream(const c10::Stream& s) const override;
   void synchronizeDevice(c10::DeviceIndex device_index) const override;
   void recordDataPtrOnStream(const c10::DataPtr& data_ptr, const c10::Stream& s) const override;

@@ -12,6 +12,7 @@
 #include "backend/common/sync_debug.h"
 #include "backend/memory/device_cache.h"
 #include "backend/memory/ipc_sharing.h"
+#include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
@@ -66,6 +67,12 @@ Caches& caches() {
   return *c;
 }
 
+}  // namespace
+
+DeviceCache& device_cache(int device) { return caches().of(device); }
+
+namespace {
+
 void free_block(void* ctx) {
   auto* block = static_cast<Block*>(ctx);
   caches().of(DeviceCache::info(block).device).free(block);
@@ -96,7 +103,7 @@ class VdevAllocator final : public c10::DeviceAllocator {
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     const int device = vdev::rt::pointer_device(src);  // queued work may still write src
     if (device >= 0) {
-      note_synchronizing_operation("storage copy");
+      note_synchronizing_operation("storage copy", static_cast<c10::DeviceIndex>(device));
       sync_current_stream(c10::Device(kVdev, static_cast<c10::DeviceIndex>(device)));
     }
     vdev::rt::memcpy_device_to_device(dest, src, count);
@@ -105,6 +112,8 @@ class VdevAllocator final : public c10::DeviceAllocator {
   bool initialized() override { return true; }
 
   void emptyCache(c10::MempoolId_t) override {
+    // Releasing memory waits for the device: "potentially unsafe" during a graph capture.
+    VDEV_RT(vdev::rt::check_capture_permits("empty_cache"));
     for (DeviceCache* c : caches().existing()) c->empty_cache();
   }
 

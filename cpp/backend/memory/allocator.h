@@ -28,4 +28,8 @@ VDEV_BACKEND_API c10::DeviceAllocator* device_allocator();
 VDEV_BACKEND_API void set_memory_fraction(double fraction, int device);
 VDEV_BACKEND_API double memory_fraction(int device);
 
+class DeviceCache;
+// The caching allocator of a device (graph pools: backend/graphs/).
+DeviceCache& device_cache(int device);
+
 }  // namespace vdev::backend

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 #include <utility>
 #include <vector>
@@ -40,10 +41,13 @@ std::size_t segment_size_for(std::size_t size) {
 
 }  // namespace
 
+struct PrivatePool;
+
 struct Block {
   int device;
   vdev::rt::Stream* stream;  // the stream it was allocated on; only reused there
   bool small;                // its pool
+  PrivatePool* owner;        // a graph's private pool, or null for the device's pools
   std::size_t size;          // bytes of the block (a multiple of kMinBlockSize)
   char* ptr;                 // device address
   std::size_t requested = 0;
@@ -59,9 +63,11 @@ struct Block {
 
 namespace {
 
-// Pool order: by stream, then size, then address, so lower_bound finds the best fit on a stream.
+// Pool order: by owner, then stream, then size, then address, so lower_bound finds the best fit
+// on a stream within one pool.
 struct BlockOrder {
   bool operator()(const Block* a, const Block* b) const {
+    if (a->owner != b->owner) return std::less<const void*>{}(a->owner, b->owner);
     if (a->stream != b->stream) return std::less<const void*>{}(a->stream, b->stream);
     if (a->size != b->size) return a->size < b->size;
     return std::less<const void*>{}(a->ptr, b->ptr);
@@ -72,6 +78,15 @@ using Pool = std::set<Block*, BlockOrder>;
 
 }  // namespace
 
+// The private pool of one or more graphs (MempoolId_t): its segments serve only allocations made
+// while a capture allocates to it, and are not handed to other work while a graph uses it.
+struct PrivatePool {
+  c10::MempoolId_t id;
+  int use_count = 1;  // graphs (and captures) holding it; at 0 its free segments are released
+  int segments = 0;   // segments it owns
+  Pool small_pool, large_pool;
+};
+
 struct DeviceCache::State {
   int device;
   std::mutex mu;
@@ -79,10 +94,28 @@ struct DeviceCache::State {
   std::vector<Block*> deferred;  // freed blocks waiting for their fences
   DeviceStats stats;
   double fraction = 1.0;
+  std::map<c10::MempoolId_t, PrivatePool*> private_pools;
+  // Captures allocating to a private pool now: (capture id, pool).
+  std::vector<std::pair<std::uint64_t, PrivatePool*>> capturing;
 
   State() { stats.max_split_size = -1; }  // blocks of any size may be split, as CUDA's default
 
-  Pool& pool(bool small) { return small ? small_pool : large_pool; }
+  Pool& pool(PrivatePool* owner, bool small) {
+    if (owner != nullptr) return small ? owner->small_pool : owner->large_pool;
+    return small ? small_pool : large_pool;
+  }
+  Pool& pool(const Block* b) { return pool(b->owner, b->small); }
+
+  // The private pool an allocation on `stream` goes to (null: the device's pools).
+  PrivatePool* pool_for(const vdev::rt::Stream& stream) {
+    if (capturing.empty()) return nullptr;
+    const std::uint64_t id = stream.capture_id();
+    if (id == 0) return nullptr;
+    for (const auto& [capture, p] : capturing) {
+      if (capture == id) return p;
+    }
+    return nullptr;
+  }
 
   std::size_t capacity() const { return vdev::rt::memory_stats(device).capacity; }
   std::size_t allowed() const {
@@ -90,11 +123,12 @@ struct DeviceCache::State {
   }
 
   // Best fit on `stream` in the pool, removed from it; null if none.
-  Block* take_free_block(bool small, vdev::rt::Stream* stream, std::size_t size) {
-    Pool& p = pool(small);
-    Block key{device, stream, small, size, nullptr};
+  Block* take_free_block(PrivatePool* owner, bool small, vdev::rt::Stream* stream,
+                         std::size_t size) {
+    Pool& p = pool(owner, small);
+    Block key{device, stream, small, owner, size, nullptr};
     auto it = p.lower_bound(&key);
-    if (it == p.end() || (*it)->stream != stream) return nullptr;
+    if (it == p.end() || (*it)->stream != stream || (*it)->owner != owner) return nullptr;
     Block* b = *it;
     p.erase(it);
     return b;
@@ -103,7 +137,7 @@ struct DeviceCache::State {
   // A fresh segment as one block, or null when the device (or the fraction) has no room. When the
   // usual segment size does not fit, a segment of just the block's size is tried: a device
   // configured with little memory (VDEV_DEVICE_MEMORY=1MiB) stays usable to the last byte.
-  Block* new_segment(bool small, vdev::rt::Stream* stream, std::size_t size) {
+  Block* new_segment(PrivatePool* owner, bool small, vdev::rt::Stream* stream, std::size_t size) {
     const auto reserved = static_cast<std::size_t>(current_aggregate(stats.reserved_bytes));
     void* p = nullptr;
     std::size_t bytes = 0;
@@ -119,7 +153,8 @@ struct DeviceCache::State {
     add_to_stat(stats.segment, small, 1);
     add_to_stat(stats.reserved_bytes, small, static_cast<std::int64_t>(bytes));
     ++stats.num_device_alloc;
-    return new Block{device, stream, small, bytes, static_cast<char*>(p)};
+    if (owner != nullptr) ++owner->segments;
+    return new Block{device, stream, small, owner, bytes, static_cast<char*>(p)};
   }
 
   // Moves deferred blocks whose fences have all completed back to their pools.
@@ -145,7 +180,7 @@ struct DeviceCache::State {
     std::int64_t split_blocks = 0, split_bytes = 0;
     for (Block* n : {b->prev, b->next}) {
       if (n == nullptr || n->allocated || !n->fences.empty()) continue;
-      pool(b->small).erase(n);
+      pool(n).erase(n);
       split_blocks -= 1;  // n was an inactive split block; it disappears into b
       split_bytes -= static_cast<std::int64_t>(n->size);
       if (n == b->prev) {
@@ -168,27 +203,47 @@ struct DeviceCache::State {
     add_to_stat(stats.active, b->small, -1);
     add_to_stat(stats.active_bytes, b->small, -static_cast<std::int64_t>(original));
     b->uses.clear();
-    pool(b->small).insert(b);
+    pool(b).insert(b);
   }
 
   // Gives every whole free segment back to the runtime. The caller has made sure that no queued
   // work can still use them (wait_device_idle under the lock).
+  // Private pools no graph uses any more are released too (and forgotten once they own nothing).
   void release_free_segments() {
     process_deferred();
-    for (Pool* p : {&small_pool, &large_pool}) {
-      for (auto it = p->begin(); it != p->end();) {
-        Block* b = *it;
-        if (b->is_split()) {
-          ++it;
-          continue;
-        }
-        it = p->erase(it);
-        vdev::rt::device_free(b->ptr);
-        add_to_stat(stats.segment, b->small, -1);
-        add_to_stat(stats.reserved_bytes, b->small, -static_cast<std::int64_t>(b->size));
-        ++stats.num_device_free;
-        delete b;
+    release_segments_of(small_pool);
+    release_segments_of(large_pool);
+    for (auto it = private_pools.begin(); it != private_pools.end();) {
+      PrivatePool* p = it->second;
+      if (p->use_count > 0) {
+        ++it;
+        continue;
       }
+      release_segments_of(p->small_pool);
+      release_segments_of(p->large_pool);
+      if (p->segments == 0) {
+        delete p;
+        it = private_pools.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void release_segments_of(Pool& pool) {
+    for (auto it = pool.begin(); it != pool.end();) {
+      Block* b = *it;
+      if (b->is_split()) {
+        ++it;
+        continue;
+      }
+      it = pool.erase(it);
+      vdev::rt::device_free(b->ptr);
+      add_to_stat(stats.segment, b->small, -1);
+      add_to_stat(stats.reserved_bytes, b->small, -static_cast<std::int64_t>(b->size));
+      ++stats.num_device_free;
+      if (b->owner != nullptr) --b->owner->segments;
+      delete b;
     }
   }
 
@@ -226,27 +281,28 @@ Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {
   const bool small = size <= kSmallSize;
   std::lock_guard<std::mutex> lock(s.mu);
   s.process_deferred();
-  Block* b = s.take_free_block(small, &stream, size);
-  if (b == nullptr) b = s.new_segment(small, &stream, size);
+  PrivatePool* owner = s.pool_for(stream);
+  Block* b = s.take_free_block(owner, small, &stream, size);
+  if (b == nullptr) b = s.new_segment(owner, small, &stream, size);
   if (b == nullptr) {
     // Release the cache and retry once, as CUDA's allocator does.
     ++s.stats.num_alloc_retries;
     s.wait_idle();
     s.release_free_segments();
-    b = s.new_segment(small, &stream, size);
+    b = s.new_segment(owner, small, &stream, size);
   }
   if (b == nullptr) s.out_of_memory(nbytes);
 
   const bool was_split = b->is_split();
   const std::size_t rest = b->size - size;
   if (small ? rest >= kMinBlockSize : rest > kSmallSize) {
-    auto* remaining = new Block{s.device, &stream, small, rest, b->ptr + size};
+    auto* remaining = new Block{s.device, &stream, small, owner, rest, b->ptr + size};
     remaining->prev = b;
     remaining->next = b->next;
     if (remaining->next) remaining->next->prev = remaining;
     b->next = remaining;
     b->size = size;
-    s.pool(small).insert(remaining);
+    s.pool(owner, small).insert(remaining);
     if (was_split) {
       add_to_stat(s.stats.inactive_split_bytes, small, -static_cast<std::int64_t>(size));
     } else {
@@ -297,6 +353,35 @@ void DeviceCache::empty_cache() {
   std::lock_guard<std::mutex> lock(s_->mu);
   s_->wait_idle();
   s_->release_free_segments();
+}
+
+void DeviceCache::begin_allocate_to_pool(MempoolId pool, std::uint64_t capture_id) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  PrivatePool*& p = s_->private_pools[pool];
+  if (p == nullptr) {
+    p = new PrivatePool;
+    p->id = pool;
+  } else {
+    ++p->use_count;  // a pool shared by several graphs (or released and reused)
+  }
+  s_->capturing.emplace_back(capture_id, p);
+}
+
+void DeviceCache::end_allocate_to_pool(std::uint64_t capture_id) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  auto& c = s_->capturing;
+  c.erase(std::remove_if(c.begin(), c.end(), [&](const auto& e) { return e.first == capture_id; }),
+          c.end());
+}
+
+void DeviceCache::release_pool(MempoolId pool) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  auto it = s_->private_pools.find(pool);
+  if (it == s_->private_pools.end() || it->second->use_count == 0) return;
+  // At 0 no graph uses it: its segments go back to the device at the next empty_cache() or
+  // out-of-memory retry, which first wait for the device's queued work (a replay still queued may
+  // write into them). Not here: destroying a graph must not wait for the device, as on CUDA.
+  --it->second->use_count;
 }
 
 void DeviceCache::set_memory_fraction(double fraction) {

@@ -15,6 +15,15 @@
 // queued on those streams at the time of the free has finished (a fence: the stream's enqueued
 // count, compared with its completed count; no event task is queued).
 //
+// Graph pools (CUDA's private pools): between begin_allocate_to_pool(pool, capture) and
+// end_allocate_to_pool(capture), allocations on a stream that takes part in that capture
+// (Stream::capture_id) come from the private pool `pool`, whose segments serve nothing else. A
+// block freed there goes back to that pool, so the addresses a graph replays into are never handed
+// to other work. A pool lives while any graph uses it (use count: one per begin_allocate_to_pool,
+// less one per release_pool); once unused, its segments go back to the runtime with the device's
+// other free segments (empty_cache, an out-of-memory retry), those whose blocks are all free.
+// Statistics count its memory.
+//
 // Segments go back to the runtime (and their pages to the system) only in empty_cache() and when
 // an allocation fails: both first wait until no queued work of the device can use them.
 // Statistics follow torch.cuda.memory_stats (c10::CachingDeviceAllocator::DeviceStats).
@@ -28,6 +37,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "runtime/stream.h"
@@ -59,6 +69,11 @@ class DeviceCache {
   void record_stream(Block* block, vdev::rt::Stream& stream);
   // Waits for the device's queued work, then returns every unused segment to the runtime.
   void empty_cache();
+
+  using MempoolId = c10::MempoolId_t;
+  void begin_allocate_to_pool(MempoolId pool, std::uint64_t capture_id);
+  void end_allocate_to_pool(std::uint64_t capture_id);
+  void release_pool(MempoolId pool);
 
   // Limits the memory this process may reserve on the device to fraction * capacity.
   void set_memory_fraction(double fraction);

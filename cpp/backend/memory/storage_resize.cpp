@@ -28,7 +28,7 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   const bool has_bytes = old_nbytes > 0 && storage->data() != nullptr;
   if (has_bytes) {
     // A wait CUDA does not make (its copy is queued): reported, see common/sync_debug.h.
-    note_synchronizing_operation("resize_ growing a storage");
+    note_synchronizing_operation("resize_ growing a storage", device.index());
     wait_then_reraise_warnings([&] { VDEV_RT(vdev::rt::synchronize_device(device.index())); });
   }
   c10::Allocator* alloc = storage->allocator() ? storage->allocator() : device_allocator();

@@ -37,6 +37,7 @@
 #include "backend/memory/host_allocator.h"
 #include "backend/memory/retained_memory.h"
 #include "backend/memory/storage_resize.h"
+#include "runtime/capture.h"
 #include "runtime/memory.h"
 
 namespace vdev::backend {
@@ -75,11 +76,24 @@ void enqueue_cpu_copy(vdev::rt::Stream& stream, at::Tensor dst_cpu, at::Tensor s
   });
 }
 
+// A queued copy from pageable memory reads a snapshot taken now: a graph would replay that
+// snapshot, not the memory's contents at replay, so CUDA refuses to capture it, and so does vdev.
+void reject_pageable_capture(vdev::rt::Stream& stream) {
+  if (C10_LIKELY(stream.capture_id() == 0)) return;
+  if (std::shared_ptr<vdev::rt::Capture> c = stream.capture()) {
+    VDEV_RT(vdev::rt::fail_capture(
+        *c, "copy_ from pageable host memory to device",
+        "a copy from pageable host memory cannot be captured in a graph (a replay could not read "
+        "the memory again); copy from pinned memory (Tensor.pin_memory()) instead"));
+  }
+}
+
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   vdev::rt::Stream& stream = current_runtime_stream(dst.device().index());
   const bool src_pinned = is_pinned_ptr(src.data_ptr());
   if (!non_blocking) {
-    note_synchronizing_operation("copy_ from host to device, non_blocking=False");
+    note_synchronizing_operation("copy_ from host to device, non_blocking=False",
+                                 dst.device().index());
     wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_host_to_device(dst.data_ptr(), src.data_ptr(), dst.nbytes());
@@ -93,6 +107,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
       VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                                      CopyKind::HostToDevice, keep_alive({dst, src})));
     } else {
+      reject_pageable_capture(stream);
       at::Tensor staging = src.clone();  // pageable: snapshot now, the caller may reuse it at once
       const void* from = staging.data_ptr();
       VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), from, dst.nbytes(),
@@ -103,6 +118,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
   if (src_pinned) {
     enqueue_cpu_copy(stream, cpu_alias(dst), host_view(src), keep_alive({dst, src}));
   } else {
+    reject_pageable_capture(stream);
     at::Tensor snapshot = src.clone();  // pageable: the caller may reuse it at once
     enqueue_cpu_copy(stream, cpu_alias(dst), snapshot, keep_alive({dst}, snapshot));
   }
@@ -113,8 +129,13 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
   if (!non_blocking || !is_pinned_ptr(dst.data_ptr())) {
     // CUDA reports only the blocking copy: non_blocking into pageable memory is a cudaMemcpyAsync
     // that the driver completes before returning, without warn_or_error_on_sync.
-    if (!non_blocking)
-      note_synchronizing_operation("copy_ from device to host, non_blocking=False");
+    if (!non_blocking) {
+      note_synchronizing_operation("copy_ from device to host, non_blocking=False",
+                                   src.device().index());
+    } else {
+      check_capture_allows_host_wait("copy_ from device to pageable host memory",
+                                     src.device().index());
+    }
     wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_device_to_host(dst.data_ptr(), src.data_ptr(), dst.nbytes());
@@ -189,7 +210,7 @@ at::Tensor vdev_copy_from_and_resize(const at::Tensor& self, const at::Tensor& d
 
 at::Scalar vdev_local_scalar_dense(const at::Tensor& self) {
   // A host read of a device value waits, as on CUDA.
-  note_synchronizing_operation("aten::_local_scalar_dense (.item())");
+  note_synchronizing_operation("aten::_local_scalar_dense (.item())", self.device().index());
   sync_current_stream(self.device());
   return at::_local_scalar_dense(cpu_alias(self));
 }

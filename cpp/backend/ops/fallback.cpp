@@ -61,7 +61,10 @@ void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   }
   // Synchronous from here on: reported (and in "error" mode refused) before drawing from the
   // device's generator or waiting.
-  if (device) note_synchronizing_operation(op.schema().name().c_str());
+  if (device) {
+    note_synchronizing_operation(op.schema().name().c_str(),
+                                 device->has_index() ? device->index() : -1);
+  }
   key_generator_argument(op, stack, device);
   const SilenceNondeterminismAlerts alerted_at_the_call;  // CPU's kernel would repeat vdev's
   if (overlapping) {

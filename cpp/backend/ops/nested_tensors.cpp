@@ -117,7 +117,7 @@ void nested_vdev_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   const std::optional<c10::Device> device = check_operator_devices(op, *stack);
   TORCH_INTERNAL_ASSERT(device.has_value(), "a NestedTensorPrivateUse1 call without vdev tensors");
   const c10::DeviceGuard guard(*device);
-  note_synchronizing_operation(schema.name().c_str());
+  note_synchronizing_operation(schema.name().c_str(), device->index());
   sync_current_stream(*device);
   const QuietSynchronizations quiet;  // the copies below are part of this operator
 

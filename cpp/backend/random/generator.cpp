@@ -11,8 +11,11 @@
 #include <vector>
 
 #include "backend/common/stream_lookup.h"
+#include "backend/random/graph_draws.h"
+#include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/process.h"
+#include "runtime/stream.h"
 
 namespace vdev::backend {
 namespace {
@@ -161,8 +164,15 @@ at::Generator new_generator(c10::DeviceIndex device) {
 }
 
 RandomDraw reserve_draw(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
-  if (gen.has_value() && gen->defined()) return vdev_impl(*gen).reserve();
-  return vdev_impl(default_generator(device)).reserve();
+  VdevGeneratorImpl& impl =
+      gen.has_value() && gen->defined() ? vdev_impl(*gen) : vdev_impl(default_generator(device));
+  if (C10_UNLIKELY(vdev::rt::active_captures() > 0)) {
+    const std::uint64_t capture = current_runtime_stream(impl.device().index()).capture_id();
+    if (capture != 0) {
+      if (auto draw = reserve_graph_draw(capture, impl.state())) return *draw;
+    }
+  }
+  return impl.reserve();
 }
 
 }  // namespace vdev::backend

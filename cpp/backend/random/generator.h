@@ -31,10 +31,15 @@
 
 namespace vdev::backend {
 
-// The counter range one random operator reserved: its engine is keyed by (seed, offset).
+struct PhiloxState;
+
+// The counter range one random operator reserved: its engine is keyed by (seed, offset). A draw
+// recorded in a graph capture has `graph_state` set and `offset` relative to the replay's base
+// (backend/random/graph_draws.h).
 struct RandomDraw {
   uint64_t seed = 0;
   uint64_t offset = 0;
+  const PhiloxState* graph_state = nullptr;
 };
 
 constexpr uint64_t kOffsetPerDraw = 4;
@@ -67,6 +72,7 @@ class VdevGeneratorImpl final : public c10::GeneratorImpl {
 
   // Reserves the next counter range for one random operator.
   RandomDraw reserve();
+  const c10::intrusive_ptr<PhiloxState>& state() const { return state_; }
   // For the default generators: keeps the current state alive for the rest of the process and
   // registers its lock with the fork handler (runtime/process.h), so that a forked child (a data
   // loader worker calling torch.manual_seed) never finds it held.
@@ -84,7 +90,8 @@ at::Generator new_generator(c10::DeviceIndex device);
 
 // Reserves the draw of one random operator running on `device`: from `gen` when one is given,
 // which must be a vdev generator (RuntimeError otherwise, naming its device type, as CUDA's check
-// does), else from the device's default generator.
+// does), else from the device's default generator. While the current stream of the generator's
+// device captures a graph, the draw is recorded for replays instead (graph_draws.h).
 RandomDraw reserve_draw(const std::optional<at::Generator>& gen, c10::DeviceIndex device);
 
 }  // namespace vdev::backend

@@ -1,5 +1,7 @@
 #include "backend/random/keyed_engine.h"
 
+#include "backend/random/graph_draws.h"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/MT19937RNGEngine.h>
 #include <ATen/core/PhiloxRNGEngine.h>
@@ -19,7 +21,8 @@ uint64_t splitmix64(uint64_t& x) {
 
 }  // namespace
 
-at::Generator cpu_generator_for(const RandomDraw& draw) {
+at::Generator cpu_generator_for(const RandomDraw& recorded) {
+  const RandomDraw draw = recorded.graph_state ? resolve_graph_draw(recorded) : recorded;
   // One generator and one engine per thread, refilled for each operator: constructing either
   // seeds a whole Mersenne Twister state (624 steps), which cost more than a small operator.
   thread_local const at::Generator gen = at::make_generator<at::CPUGeneratorImpl>();

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
@@ -347,6 +348,67 @@ static void test_ipc_memory_and_slots() {
       [&] { rt::IpcReceivedSlot(next->fd(), rt::kIpcSlotsPerTable); }, "out of range"));
 }
 
+// Capture records instead of running, joins side streams through events, checks joins at the
+// end, and is invalidated by a synchronize; several threads capture and queue at once (TSan).
+static void test_capture_records_joins_and_invalidates() {
+  rt::Stream& origin = rt::new_stream(0, 0);
+  rt::Stream& side = rt::new_stream(0, 0);
+  auto log = std::make_shared<rt::testing::Log>();
+  auto c = rt::begin_capture(origin, rt::CaptureMode::kGlobal);
+  EXPECT(origin.capture_id() == rt::capture_id(*c) && side.capture_id() == 0);
+  rt::testing::enqueue_log(origin, log, 1);
+  rt::Event fork(false), join(false);
+  fork.record(origin);
+  fork.block(side);  // side joins
+  EXPECT(side.capture_id() == rt::capture_id(*c));
+  rt::testing::enqueue_log(side, log, 2);
+  join.record(side);
+  join.block(origin);
+  std::vector<rt::CapturedTask> tasks = rt::end_capture(*c, origin);
+  EXPECT(origin.capture_id() == 0 && side.capture_id() == 0);
+  EXPECT(log->values().empty() && tasks.size() == 2);
+  for (auto& t : tasks) t.fn();
+  for (auto& t : tasks) t.fn();  // replayable
+  EXPECT(log->values() == std::vector<std::int64_t>({1, 2, 1, 2}));
+
+  // Unjoined side stream.
+  c = rt::begin_capture(origin, rt::CaptureMode::kGlobal);
+  fork.record(origin);
+  fork.block(side);
+  rt::testing::enqueue_log(side, log, 3);
+  EXPECT(throws<std::runtime_error>([&] { rt::end_capture(*c, origin); }, "not joined back"));
+  EXPECT(side.capture_id() == 0);
+
+  // Invalidated by a synchronize; queueing then fails; the stream works after capture_end.
+  c = rt::begin_capture(origin, rt::CaptureMode::kGlobal);
+  EXPECT(throws<std::runtime_error>([&] { origin.synchronize(); }, "is capturing a graph"));
+  EXPECT(throws<std::runtime_error>([&] { rt::testing::enqueue_log(origin, log, 4); },
+                                    "invalidated by an earlier error"));
+  EXPECT(throws<std::runtime_error>([&] { rt::end_capture(*c, origin); }, "invalidated by"));
+  rt::testing::enqueue_log(origin, log, 5);
+  origin.synchronize();
+  EXPECT(log->values().back() == 5);
+
+  // Concurrent captures on several threads, each with its own streams, while another thread
+  // checks permissions (relaxed captures permit it).
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      rt::Stream& s = rt::new_stream(1, 0);
+      for (int i = 0; i < 50; ++i) {
+        auto cap = rt::begin_capture(s, rt::CaptureMode::kRelaxed);
+        auto l = std::make_shared<rt::testing::Log>();
+        rt::testing::enqueue_log(s, l, i);
+        rt::check_capture_permits("test");
+        if (rt::end_capture(*cap, s).size() == 1) ok.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT(ok.load() == 200 && rt::active_captures() == 0);
+}
+
 int main() {
   setenv("VDEV_DEVICE_COUNT", "2", 1);
   setenv("VDEV_DEVICE_MEMORY", "64MiB", 1);
@@ -363,5 +425,6 @@ int main() {
   test_concurrent_enqueue_stress();
   test_async_copies_and_current_stream();
   test_ipc_memory_and_slots();
+  test_capture_records_joins_and_invalidates();
   return report();
 }

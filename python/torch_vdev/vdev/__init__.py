@@ -20,6 +20,12 @@ import torch
 from torch_vdev import _C
 from torch_vdev.vdev._sharing import ipc_collect
 from torch_vdev.vdev._utils import _get_device_index, _traced_device_args
+from torch_vdev.vdev.graphs import (
+    VdevGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+)
 from torch_vdev.vdev.memory import (
     empty_cache,
     empty_host_cache,
@@ -67,6 +73,10 @@ from torch_vdev.vdev.streams import (
 
 __all__ = [
     "OutOfMemoryError",
+    "VdevGraph",
+    "graph",
+    "graph_pool_handle",
+    "is_current_stream_capturing",
     "can_device_access_peer",
     "default_generators",
     "get_amp_supported_dtype",
