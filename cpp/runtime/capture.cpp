@@ -67,6 +67,7 @@ class Capture {
   }
 
   void throw_if_invalid_locked(const char* operation) const {
+    if (ended_) fail<std::runtime_error>(operation, where(), " has ended");  // a runtime bug
     if (invalidated_.empty()) return;
     fail<std::runtime_error>(operation, where(), " was invalidated by an earlier error (",
                              invalidated_,
@@ -117,11 +118,15 @@ bool invalidate(Capture& c, const std::string& reason) {
 
 std::shared_ptr<Capture> begin_capture(Stream& origin, CaptureMode mode) {
   auto c = std::make_shared<Capture>(next_capture_id.fetch_add(1), origin, mode);
+  ActiveCaptures& a = active();
+  {
+    std::lock_guard<std::mutex> lock(a.mu);
+    a.all.reserve(a.all.size() + 1);  // nothing can fail once the stream captures
+  }
   if (!origin.attach_capture(c)) {
     fail<std::runtime_error>("capture_begin", "vdev:", origin.device(), " stream ", origin.id(),
                              " is already capturing a graph");
   }
-  ActiveCaptures& a = active();
   std::lock_guard<std::mutex> lock(a.mu);
   a.all.push_back(c);
   a.count.fetch_add(1);
@@ -137,8 +142,9 @@ std::vector<CapturedTask> end_capture(Capture& c, Stream& stream) {
   std::vector<Stream*> members;
   {
     std::lock_guard<std::mutex> lock(c.mu_);
-    c.ended_ = true;
+    members.reserve(c.members_.size());  // may throw: before anything changes
     for (const Capture::Member& m : c.members_) members.push_back(m.stream);
+    c.ended_ = true;
   }
   for (Stream* s : members) s->detach_capture(&c);
   {
@@ -153,6 +159,7 @@ std::vector<CapturedTask> end_capture(Capture& c, Stream& stream) {
   }
   std::lock_guard<std::mutex> lock(c.mu_);
   if (!c.invalidated_.empty()) {
+    c.tasks_.clear();  // marks may keep the Capture alive: not what its tasks hold
     fail<std::runtime_error>("capture_end", c.where(), " failed: it was invalidated by ",
                              c.invalidated_, ". The streams have left capture mode");
   }
@@ -164,6 +171,7 @@ std::vector<CapturedTask> end_capture(Capture& c, Stream& stream) {
       if (s == m.stream) known = n;
     }
     if (known < m.count) {
+      c.tasks_.clear();
       fail<std::runtime_error>(
           "capture_end", c.where(), " failed: vdev:", m.stream->device(), " stream ",
           m.stream->id(), " joined the capture and its last ", m.count - known,

@@ -48,9 +48,9 @@ struct CapturedTask {
   TaskFn fn;
 };
 
-// A stream's knowledge of the other member streams: for each, how many of its recorded tasks are
-// ordered before this point. Captures have a handful of streams: a flat list.
-using CaptureClock = std::vector<std::pair<const Stream*, std::uint64_t>>;
+// CaptureClock (runtime/stream.h): a stream's knowledge of the other member streams: for each,
+// how many of its recorded tasks are ordered before this point. Captures have a handful of
+// streams: a flat list.
 
 class Capture;
 
@@ -87,8 +87,8 @@ void record_task(Capture& c, const Stream& s, const char* name, TaskFn fn);
 CaptureClock mark_clock(Capture& c, const Stream& s);
 // Member stream `s` waits on a mark of the same capture.
 void merge_clock(Capture& c, const Stream& s, const CaptureClock& clock);
-// Stream `s` (not capturing) joins `c` with `clock`; fails if `c` belongs to another device.
-// Returns false if `c` has already ended (the wait is then a no-op).
+// Stream `s` (not capturing; its mutex held by Stream::join_capture) joins `c` with `clock`;
+// fails if `c` belongs to another device. Returns false if `c` has already ended.
 bool add_member(Capture& c, const Stream& s, const CaptureClock& clock);
 bool ended(const Capture& c) noexcept;
 }  // namespace detail

@@ -132,8 +132,7 @@ void Event::block(Stream& stream) const {
                    detail::cat("vdev:", stream.device(), " stream ", stream.id(),
                                " captures a graph and cannot wait on an event recorded in "
                                "another capture"));
-    } else if (detail::add_member(*m->capture, stream, m->clock) &&
-               !stream.attach_capture(m->capture)) {
+    } else if (!stream.join_capture(m->capture, m->clock)) {
       fail_capture(*m->capture, "wait_event",
                    detail::cat("vdev:", stream.device(), " stream ", stream.id(),
                                " began another capture while joining this one"));

@@ -245,6 +245,17 @@ bool Stream::attach_capture(std::shared_ptr<Capture> c) {
   return true;
 }
 
+bool Stream::join_capture(const std::shared_ptr<Capture>& c, const CaptureClock& clock) {
+  // Under this stream's mutex: end_capture either sees the new member (and detaches it after
+  // taking this mutex) or has ended first (add_member refuses). Lock order: stream, capture.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (capture_ != nullptr) return false;
+  if (!detail::add_member(*c, *this, clock)) return true;
+  capture_id_.store(vdev::rt::capture_id(*c), std::memory_order_release);
+  capture_ = c;
+  return true;
+}
+
 void Stream::detach_capture(const Capture* c) noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   if (capture_.get() != c) return;

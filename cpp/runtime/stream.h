@@ -79,6 +79,9 @@ VDEV_RT_API extern std::atomic<bool> fail_next_worker_start;
 using TaskFn = std::function<void()>;
 
 class Capture;  // runtime/capture.h
+class Stream;
+// A stream's knowledge of the members of its capture (runtime/capture.h).
+using CaptureClock = std::vector<std::pair<const Stream*, std::uint64_t>>;
 
 class VDEV_RT_API Stream {
  public:
@@ -122,6 +125,9 @@ class VDEV_RT_API Stream {
   // For runtime/capture.cpp: enters capture mode (false if the stream already captures) / leaves
   // it (if it still captures `c`).
   bool attach_capture(std::shared_ptr<Capture> c);
+  // Joins `c` (a wait on an event recorded in it), atomically with respect to its end: false if
+  // the stream already captures; a no-op if `c` has ended.
+  bool join_capture(const std::shared_ptr<Capture>& c, const CaptureClock& clock);
   void detach_capture(const Capture* c) noexcept;
 
   // Process exit: wakes the worker so that it stops after its current task (worker_busy() tells

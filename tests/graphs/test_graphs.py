@@ -481,3 +481,17 @@ def test_relaxed_mode_permits_unsafe_calls_but_not_waiting_for_the_capture(side)
     assert x.tolist() == [1.0, 1.0]
     end, cause = capture_error(lambda: side.synchronize(), side, "relaxed")
     assert "Stream.synchronize" in cause
+
+
+def test_a_graph_replayed_inside_another_capture_becomes_part_of_it(side):
+    x = torch.zeros(3, device="vdev")
+    inner, _ = capture(lambda: x.add_(1), side)
+    outer, _ = capture(lambda: (inner.replay(), x.mul_(2)), side)
+    outer.replay()
+    outer.replay()
+    assert x.tolist() == [6.0] * 3  # ((0 + 1) * 2 + 1) * 2
+
+    r = torch.empty(3, device="vdev")
+    noisy, _ = capture(lambda: r.uniform_(), side)
+    end, cause = capture_error(lambda: noisy.replay(), side)
+    assert "draws random numbers while" in end + cause

@@ -88,8 +88,13 @@ class VdevGraph final : public at::GraphImplInterface {
     capturing_ = true;
     pool_ = pool.first != 0 || pool.second != 0 ? pool
                                                 : c10::MempoolId_t{next_pool_uid.fetch_add(1), 0};
-    begin_graph_draws(capture_id_);
-    device_cache(device_).begin_allocate_to_pool(pool_, capture_id_);
+    try {
+      begin_graph_draws(capture_id_);
+      device_cache(device_).begin_allocate_to_pool(pool_, capture_id_);
+    } catch (...) {  // out of memory: leave capture mode, as if it never began
+      reset();
+      throw;
+    }
     pool_held_ = true;
   }
 
@@ -143,6 +148,13 @@ class VdevGraph final : public at::GraphImplInterface {
     TORCH_CHECK(capture_ended_, "Graph.replay() called without a preceding successful capture");
     if (executable_ == nullptr) instantiate();
     vdev::rt::Stream& stream = current_runtime_stream(static_cast<c10::DeviceIndex>(device_));
+    // A replay queued during another capture is recorded into it; its draws would be fixed at
+    // that capture, so every replay of the outer graph would repeat them.
+    TORCH_CHECK(stream.capture_id() == 0 || executable_->rng.empty(),
+                "Graph.replay(): replaying a graph that draws random numbers while vdev:", device_,
+                " stream ", stream.id(),
+                " captures another graph is not supported on vdev (its draws could not change "
+                "per replay of the outer graph)");
     std::vector<ReplayDraw> draws = reserve_replay_draws(executable_->rng);
     enqueue_task(stream, "graph_replay",
                  [graph = executable_, draws = std::move(draws)] { graph->run(draws); });
