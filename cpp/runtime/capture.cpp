@@ -106,12 +106,10 @@ void merge_into(CaptureClock& into, const CaptureClock& from) {
   }
 }
 
-// Marks the capture invalid (the first reason wins); true if it was active.
-bool invalidate(Capture& c, const std::string& reason) {
+// Marks the capture invalid if it is still active (the first reason wins).
+void invalidate(Capture& c, const std::string& reason) {
   std::lock_guard<std::mutex> lock(c.mu_);
-  if (c.ended_) return false;
-  if (c.invalidated_.empty()) c.invalidated_ = reason;
-  return true;
+  if (!c.ended_ && c.invalidated_.empty()) c.invalidated_ = reason;
 }
 
 }  // namespace
@@ -184,7 +182,6 @@ std::vector<CapturedTask> end_capture(Capture& c, Stream& stream) {
 }
 
 std::uint64_t capture_id(const Capture& c) noexcept { return c.id_; }
-int capture_device(const Capture& c) noexcept { return c.device_; }
 
 void fail_capture(Capture& c, const char* operation, const std::string& reason) {
   invalidate(c, detail::cat(operation, ": ", reason));

@@ -63,9 +63,8 @@ VDEV_RT_API std::shared_ptr<Capture> begin_capture(Stream& origin, CaptureMode m
 // in the order they were queued.
 VDEV_RT_API std::vector<CapturedTask> end_capture(Capture& capture, Stream& stream);
 
-// The id of a capture (unique in the process, never 0) and its device.
+// The id of a capture (unique in the process, never 0).
 VDEV_RT_API std::uint64_t capture_id(const Capture& capture) noexcept;
-VDEV_RT_API int capture_device(const Capture& capture) noexcept;
 
 // Invalidates `capture` (if it is still active) with `reason`, then throws std::runtime_error
 // "[operation] reason (the graph capture on vdev:D stream S is invalidated...)".

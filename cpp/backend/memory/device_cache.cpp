@@ -81,7 +81,6 @@ using Pool = std::set<Block*, BlockOrder>;
 // The private pool of one or more graphs (MempoolId_t): its segments serve only allocations made
 // while a capture allocates to it, and are not handed to other work while a graph uses it.
 struct PrivatePool {
-  c10::MempoolId_t id;
   int use_count = 1;  // graphs (and captures) holding it; at 0 its free segments are released
   int segments = 0;   // segments it owns
   Pool small_pool, large_pool;
@@ -360,7 +359,6 @@ void DeviceCache::begin_allocate_to_pool(MempoolId pool, std::uint64_t capture_i
   PrivatePool*& p = s_->private_pools[pool];
   if (p == nullptr) {
     p = new PrivatePool;
-    p->id = pool;
   } else {
     ++p->use_count;  // a pool shared by several graphs (or released and reused)
   }
