@@ -1,6 +1,7 @@
 """Real models compiled on vdev (issue 14, items 2 and 3): training steps (forward, backward,
 optimizer) and inference of an MLP, a small Transformer and a small CNN match the same steps
-run eagerly on vdev; max-autotune-no-cudagraphs, dynamic batch sizes and compiled autograd work.
+run eagerly on vdev; max-autotune-no-cudagraphs, reduce-overhead (vdev graphs, issue 15), dynamic
+batch sizes and compiled autograd work.
 
 ``VDEV_COMPILE_FULL=1`` adds every model under every mode."""
 
@@ -79,6 +80,20 @@ def test_training_steps_and_inference_match_eager(name):
 @pytest.mark.parametrize("name", list(MODELS) if FULL else ["mlp"])
 def test_max_autotune_no_cudagraphs(name):
     train_and_compare(MODELS[name], steps=2, mode="max-autotune-no-cudagraphs")
+
+
+@pytest.mark.parametrize("name", list(MODELS) if FULL else ["cnn"])
+def test_reduce_overhead_replays_vdev_graphs(name, monkeypatch):
+    from torch._dynamo.utils import counters
+
+    from torch_vdev.vdev.graphs import VdevGraph
+
+    replays, replay = [], VdevGraph.replay
+    monkeypatch.setattr(VdevGraph, "replay", lambda g: replays.append(g) or replay(g))
+    counters.clear()
+    train_and_compare(MODELS[name], steps=4, mode="reduce-overhead")
+    # step 1 warms up; steps 2 to 4 replay the forward and the backward graph
+    assert len(replays) == 6 and counters["inductor"]["cudagraph_skips"] == 0
 
 
 def test_dynamic_batch_sizes_train_without_recompiling():

@@ -4,7 +4,9 @@
   synchronize, properties), registered when ``torch._dynamo`` is first imported;
 * ``inductor_backend``: Inductor's C++ scheduling with a wrapper that queues each generated kernel
   on a vdev stream, registered when Inductor first asks ``torch.vdev`` for it;
-* ``kernels``: compiling those kernels with their stream trampoline and loading them.
+* ``kernels``: compiling those kernels with their stream trampoline and loading them;
+* ``graph_policy``: ``mode="reduce-overhead"``, compiled functions replayed as vdev graphs,
+  installed with the device interface (before Inductor can load a compiled graph from its cache).
 
 Neither is imported by ``import torch`` (importing ``torch._dynamo`` costs over a second): the
 device interface is registered by a one-shot import hook on the ``torch._dynamo`` package, run
@@ -33,6 +35,9 @@ def _register_device_interface() -> None:
         from torch_vdev.compile import device_interface
 
         device_interface.register()
+        # Installs reduce-overhead's policy when imported (or, if graph_policy is being imported
+        # right now, which imports Dynamo through Inductor, at the end of that import).
+        from torch_vdev.compile import graph_policy  # noqa: F401
     except Exception as e:  # noqa: BLE001
         warnings.warn(f"torch_vdev: torch.compile is not available for vdev: {e!r}", stacklevel=2)
 
