@@ -6,6 +6,7 @@ batch sizes and compiled autograd work.
 ``VDEV_COMPILE_FULL=1`` adds every model under every mode."""
 
 import copy
+import gc
 import os
 
 import pytest
@@ -41,6 +42,7 @@ def _fresh_dynamo():
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
+    gc.collect()  # reduce-overhead's graphs sit in compiled functions' reference cycles
 
 
 def assert_same_parameters(a: nn.Module, b: nn.Module) -> None:

@@ -5,6 +5,8 @@ without graphs; outputs of an earlier generation are overwritten and raise CUDA'
 
 The model sweep (``test_models.py``) covers training and inference of real models in this mode."""
 
+import gc
+
 import pytest
 import torch
 import torch._dynamo
@@ -26,6 +28,7 @@ def _fresh_dynamo(monkeypatch):
     monkeypatch.setattr(MarkStepBox, "mark_step_counter", 0)  # tests that mark steps restore it
     yield
     torch._dynamo.reset()
+    gc.collect()  # compiled functions sit in reference cycles, holding their graphs' memory
 
 
 @pytest.fixture

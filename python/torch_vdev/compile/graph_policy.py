@@ -133,7 +133,10 @@ class _Recording:
 
         from torch_vdev.vdev.graphs import VdevGraph, graph
 
-        self.fn = fn
+        # Not the function itself: a reference cycle would keep graphs and buffers until the
+        # cyclic collector runs.
+        self.device_index = fn.device_index
+        self.overwritten_message = fn.overwritten_message
         self.device = torch.device("vdev", fn.device_index)
         self.generation: int | None = None
         self.handed_out: list[StorageWeakRef] = []
@@ -211,8 +214,8 @@ class _Recording:
             for address, nbytes in self.storages
         ]
         self.handed_out = [StorageWeakRef(s) for s in storages]
-        generations = _device_generations(self.fn.device_index)
-        message = self.fn.overwritten_message
+        generations = _device_generations(self.device_index)
+        message = self.overwritten_message
         generations.handed_out.extend((ref, message) for ref in self.handed_out)
         result: list[Any] = []
         for spec in self.outputs:
