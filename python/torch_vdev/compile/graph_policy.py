@@ -30,8 +30,15 @@ What a wrapped function does (``GraphedFunction``), following cudagraph trees' r
   still alive is not replayed over them: a second instance is recorded (gradient accumulation runs
   several forwards before their backwards), up to ``MAX_INSTANCES``.
 
-Thread rules: one lock per device serializes the calls of graphed functions on that device (CUDA's
-trees are per thread; vdev's graphs are per process, so the lock keeps generations consistent).
+* A function with an operation CUDA graphs cannot hold (one that synchronizes or allocates by
+  data, a ``cudagraph_unsafe`` operator, data-dependent control flow) runs without graphs, as
+  Inductor decides for CUDA with ``graph_partition=False``: vdev does not partition a function
+  around such operations (Inductor's default for CUDA), it graphs whole functions.
+* Outputs still alive when their graph is freed (``torch._dynamo.reset()``) are marked too.
+
+Thread rules: as cudagraph trees, every thread has its own instances, generations and capture
+stream (``threading.local``), so threads never share a graph's memory; a function's instances are
+used only by the thread that recorded them.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -56,6 +64,12 @@ from torch.multiprocessing.reductions import StorageWeakRef
 # function runs without graphs (with a warning), which bounds memory when forwards never see their
 # backward.
 MAX_INSTANCES = 8
+
+_FREED = (
+    "Error: accessing tensor output of a vdev graph (torch.compile mode='reduce-overhead') whose "
+    "graph has been freed (torch._dynamo.reset(), or the compiled function was dropped). Clone "
+    "outputs that must outlive the compiled function."
+)
 
 _OVERWRITTEN = (
     "Error: accessing tensor output of a vdev graph (torch.compile mode='reduce-overhead') that "
@@ -82,12 +96,18 @@ def _user_marked_steps() -> bool:
     return MarkStepBox.mark_step_counter != 0
 
 
+def _mark_overwritten(refs: Sequence[StorageWeakRef], message: str) -> None:
+    for ref in refs:
+        storage = torch.UntypedStorage._new_with_weak_ptr(ref.cdata)
+        if storage is not None:
+            torch.ops.vdev._mark_overwritten(storage, message)
+
+
 class _DeviceGenerations:
-    """Per device: the current generation, whether a forward waits for its backward, and the output
-    storages handed out in this generation (weakly: a dead storage needs no marking)."""
+    """Per thread and device: the current generation, whether a forward waits for its backward, and
+    the output storages handed out in this generation (weakly: a dead storage needs no marking)."""
 
     def __init__(self) -> None:
-        self.lock = threading.RLock()
         self.generation: int | None = None
         self.pending_backward = False
         self.handed_out: list[tuple[StorageWeakRef, str]] = []
@@ -102,18 +122,34 @@ class _DeviceGenerations:
         self.pending_backward = False
         handed_out, self.handed_out = self.handed_out, []
         for ref, message in handed_out:
-            storage = torch.UntypedStorage._new_with_weak_ptr(ref.cdata)
-            if storage is not None:
-                torch.ops.vdev._mark_overwritten(storage, message)
+            _mark_overwritten((ref,), message)
+
+    def hand_out(self, refs: Sequence[StorageWeakRef], message: str) -> None:
+        self.handed_out.extend((ref, message) for ref in refs)
+        if len(self.handed_out) > _PRUNE_AT:  # forwards without backward: one long generation
+            self.handed_out = [(r, m) for r, m in self.handed_out if not r.expired()]
 
 
-_generations: dict[int, _DeviceGenerations] = {}
-_generations_lock = threading.Lock()
+# Handed-out storages are pruned of dead ones when a generation holds more than this many.
+_PRUNE_AT = 4096
+
+# Per thread, as CUDA's cudagraph trees (one tree per thread and device): threads never share a
+# graph's memory, its generations or its capture stream.
+_per_thread = threading.local()
+
+
+def _thread_state() -> Any:
+    if not hasattr(_per_thread, "generations"):
+        _per_thread.generations = {}
+        _per_thread.capture_streams = {}
+    return _per_thread
 
 
 def _device_generations(index: int) -> _DeviceGenerations:
-    with _generations_lock:
-        return _generations.setdefault(index, _DeviceGenerations())
+    generations = _thread_state().generations
+    if index not in generations:
+        generations[index] = _DeviceGenerations()
+    return generations[index]
 
 
 def _int_key(inputs: Sequence[Any]) -> tuple[Any, ...]:
@@ -139,7 +175,10 @@ class _Recording:
         self.overwritten_message = fn.overwritten_message
         self.device = torch.device("vdev", fn.device_index)
         self.generation: int | None = None
-        self.handed_out: list[StorageWeakRef] = []
+        self.handed_out: list[StorageWeakRef] = []  # of the last replay; updated in place
+        # A dropped recording releases its pool: outputs still alive must not read memory that
+        # later work may be given.
+        weakref.finalize(self, _mark_overwritten, self.handed_out, _FREED)
         static = fn.static_input_idxs
         self.static_idxs = [
             i for i, x in enumerate(inputs) if i in static and isinstance(x, torch.Tensor)
@@ -161,6 +200,8 @@ class _Recording:
             with graph(self.graph, stream=fn.capture_stream(), capture_error_mode="thread_local"):
                 outputs = fn.model(list(self.buffers))
         self._describe_outputs(outputs, fn.constants)
+        # Keep the input buffers only: static inputs are read in place (their addresses are kept).
+        self.buffers = [b if i in self.expanded else None for i, b in enumerate(self.buffers)]
 
     def _describe_outputs(self, outputs: Any, constants: Sequence[torch.Tensor]) -> None:
         """Outputs on the graph's memory (allocated by the capture, or an input buffer) are handed
@@ -213,10 +254,8 @@ class _Recording:
             torch._C._construct_storage_from_data_pointer(address, self.device, nbytes)
             for address, nbytes in self.storages
         ]
-        self.handed_out = [StorageWeakRef(s) for s in storages]
-        generations = _device_generations(self.device_index)
-        message = self.overwritten_message
-        generations.handed_out.extend((ref, message) for ref in self.handed_out)
+        self.handed_out[:] = [StorageWeakRef(s) for s in storages]
+        _device_generations(self.device_index).hand_out(self.handed_out, self.overwritten_message)
         result: list[Any] = []
         for spec in self.outputs:
             if spec[0] == "as is":
@@ -257,9 +296,7 @@ class GraphedFunction:
             trace=traces[0] if traces else "[Could not find stack trace]"
         )
         self.constants = tuple(constants)
-        self.warmed_up: set[tuple[Any, ...]] = set()
-        self.instances: dict[tuple[Any, ...], list[_Recording]] = {}
-        self.rerecords = 0
+        self._local = threading.local()  # warm-up, instances, re-records: per thread
         self.warned_instances = False
         mutated = [i for i in mutated_input_idxs if i not in self.static_input_idxs]
         self.disabled = bool(mutated)
@@ -269,30 +306,39 @@ class GraphedFunction:
     def capture_stream(self) -> torch.Stream:
         return _capture_stream(self.device_index)
 
+    def _state(self) -> Any:
+        state = self._local
+        if not hasattr(state, "instances"):
+            state.warmed_up = set()
+            state.instances = {}
+            state.rerecords = 0
+        return state
+
     def __call__(self, inputs: list[Any]) -> Any:
-        if self.disabled:
-            return self.model(inputs)
         generations = _device_generations(self.device_index)
-        with generations.lock:
+        try:
+            if self.disabled:
+                return self.model(inputs)
             if not self.is_backward:  # a backward belongs to its forward's generation
                 generations.enter_call()
-            try:
-                return self._run(inputs, generations)
-            finally:
-                if self.is_forward:
-                    generations.pending_backward = True
-                elif self.is_backward:
-                    generations.pending_backward = False
+            return self._run(inputs, generations)
+        finally:
+            if self.is_forward:
+                generations.pending_backward = True
+            elif self.is_backward:
+                generations.pending_backward = False
 
     def _run(self, inputs: list[Any], generations: _DeviceGenerations) -> Any:
+        state = self._state()
         key = _int_key(inputs)
-        if key not in self.warmed_up:
-            self.warmed_up.add(key)
-            return self.model(inputs)
-        instances = self.instances.get(key)
+        if key not in state.warmed_up:
+            out = self.model(inputs)
+            state.warmed_up.add(key)
+            return out
+        instances = state.instances.get(key)
         if instances is None:
-            maybe_warning_due_to_dynamic_shape(self.instances, key)
-            instances = self.instances[key] = []
+            maybe_warning_due_to_dynamic_shape(state.instances, key)
+            instances = state.instances[key] = []
         # Instances are kept in order of last use. One is free unless it ran in this generation
         # and its outputs are alive; a free one fits if the static inputs are where it reads them.
         generation = generations.generation
@@ -302,9 +348,9 @@ class GraphedFunction:
             instances.remove(chosen)
         else:
             if free:  # static inputs moved (a parameter, or a backward's saved forward outputs)
-                self.rerecords += 1
+                state.rerecords += 1
                 limit = config.triton.cudagraph_unexpected_rerecord_limit
-                if self.rerecords > limit:
+                if state.rerecords > limit:
                     self.disabled = True
                     log_cudagraph_skip_and_bump_counter(
                         "skipping cudagraphs due to static input data pointers changing more than "
@@ -335,17 +381,13 @@ class GraphedFunction:
         )
 
 
-_capture_streams: dict[int, torch.Stream] = {}
-
-
 def _capture_stream(index: int) -> torch.Stream:
-    """One side stream per device to capture on (torch.vdev.graph's default is one stream of the
-    device current when it was first used)."""
-    with _generations_lock:
-        stream = _capture_streams.get(index)
-        if stream is None:
-            stream = _capture_streams[index] = torch.vdev.Stream(device=index)
-        return stream
+    """One side stream per thread and device to capture on (torch.vdev.graph's default is one
+    stream of the device current when it was first used, shared by every thread)."""
+    streams = _thread_state().capture_streams
+    if index not in streams:
+        streams[index] = torch.vdev.Stream(device=index)
+    return streams[index]
 
 
 class VdevGraphPolicy(CUDAGraphPolicy):
@@ -377,6 +419,38 @@ POLICY = VdevGraphPolicy()
 
 _installed = False
 
+_CONTROL_FLOW = ("cond", "while_loop")
+
+
+def _incompatible_operation() -> str | None:
+    """Why the graph being lowered cannot be one vdev graph, as Inductor decides for CUDA with
+    ``graph_partition=False``: an operation that synchronizes or allocates by data (CUDA's
+    forbidden and ``cudagraph_unsafe`` operations, unbacked sizes) or data-dependent control flow.
+    Inductor skips that check when it partitions graphs (its default), because its partitioned
+    path runs such operations outside CUDA graphs; vdev graphs the whole function, so the
+    function runs without graphs instead."""
+    from torch._inductor.utils import get_first_incompatible_cudagraph_node
+    from torch._inductor.virtualized import V
+
+    gm = V.graph.module
+    node = get_first_incompatible_cudagraph_node(gm)
+    if node is None:
+        node = next(
+            (
+                n
+                for n in gm.graph.nodes
+                if getattr(n.target, "__name__", None) in _CONTROL_FLOW
+                and isinstance(n.target, torch._ops.HigherOrderOperator)
+            ),
+            None,
+        )
+    if node is None:
+        return None
+    reason = f"skipping cudagraphs due to incompatible op {node.target}"
+    if stack_trace := node.meta.get("stack_trace"):
+        reason = f"{reason} Found from {stack_trace}"
+    return reason
+
 
 def install() -> None:
     """Lets vdev graphs through Inductor's device check and gives them ``POLICY`` (once; run when
@@ -399,7 +473,7 @@ def install() -> None:
             and devices[0].type == "vdev"
             and (policy is None or isinstance(policy, VdevGraphPolicy))
         ):
-            return None
+            return _incompatible_operation()
         return original_check(mapping)
 
     cudagraph_utils.check_multiple_devices_or_any_cpu_nodes = (
