@@ -37,14 +37,14 @@ What a wrapped function does (``GraphedFunction``), following cudagraph trees' r
 * Outputs still alive when their graph is freed (``torch._dynamo.reset()``) are marked too.
 
 Thread rules: as cudagraph trees, every thread has its own instances, generations and capture
-stream (``threading.local``), so threads never share a graph's memory; a function's instances are
-used only by the thread that recorded them.
+stream, so threads never share a graph's memory. The state is stashed in torch's thread-local state
+(``torch._C._stash_obj_in_tls``), which autograd copies into its device threads, so a backward
+belongs to the thread that ran its forward.
 """
 
 from __future__ import annotations
 
 import functools
-import threading
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -133,16 +133,30 @@ class _DeviceGenerations:
 # Handed-out storages are pruned of dead ones when a generation holds more than this many.
 _PRUNE_AT = 4096
 
-# Per thread, as CUDA's cudagraph trees (one tree per thread and device): threads never share a
-# graph's memory, its generations or its capture stream.
-_per_thread = threading.local()
+
+class _ThreadState:
+    """What one thread owns, as CUDA's cudagraph trees (one tree per thread and device): threads
+    never share a graph's memory, its generations or its capture stream."""
+
+    def __init__(self) -> None:
+        self.generations: dict[int, _DeviceGenerations] = {}
+        self.capture_streams: dict[int, torch.Stream] = {}
+        # per function: warm-up keys, instances, re-records
+        self.functions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def _thread_state() -> Any:
-    if not hasattr(_per_thread, "generations"):
-        _per_thread.generations = {}
-        _per_thread.capture_streams = {}
-    return _per_thread
+_TLS_KEY = "torch_vdev_graph_policy"
+
+
+def _thread_state() -> _ThreadState:
+    """This thread's state. It is stashed in torch's thread-local state, as the trees' is, because
+    autograd copies that into its device threads: a backward then finds the state of the thread that
+    ran its forward (a Python threading.local would give it a state of its own)."""
+    if torch._C._is_key_in_tls(_TLS_KEY):
+        return torch._C._get_obj_in_tls(_TLS_KEY)
+    state = _ThreadState()
+    torch._C._stash_obj_in_tls(_TLS_KEY, state)
+    return state
 
 
 def _device_generations(index: int) -> _DeviceGenerations:
@@ -267,6 +281,15 @@ class _Recording:
         return result
 
 
+class _FunctionState:
+    """One function's graphs on one thread."""
+
+    def __init__(self) -> None:
+        self.warmed_up: set[tuple[Any, ...]] = set()
+        self.instances: dict[tuple[Any, ...], list[_Recording]] = {}
+        self.rerecords = 0
+
+
 class GraphedFunction:
     """A compiled function that runs as vdev graphs (see the module's docstring). Called by
     Inductor with the boxed convention: one list of inputs, which the call empties."""
@@ -296,7 +319,6 @@ class GraphedFunction:
             trace=traces[0] if traces else "[Could not find stack trace]"
         )
         self.constants = tuple(constants)
-        self._local = threading.local()  # warm-up, instances, re-records: per thread
         self.warned_instances = False
         mutated = [i for i in mutated_input_idxs if i not in self.static_input_idxs]
         self.disabled = bool(mutated)
@@ -307,11 +329,10 @@ class GraphedFunction:
         return _capture_stream(self.device_index)
 
     def _state(self) -> Any:
-        state = self._local
-        if not hasattr(state, "instances"):
-            state.warmed_up = set()
-            state.instances = {}
-            state.rerecords = 0
+        functions = _thread_state().functions
+        state = functions.get(self)
+        if state is None:
+            state = functions[self] = _FunctionState()
         return state
 
     def __call__(self, inputs: list[Any]) -> Any:
