@@ -440,8 +440,6 @@ POLICY = VdevGraphPolicy()
 
 _installed = False
 
-_CONTROL_FLOW = ("cond", "while_loop")
-
 
 def _incompatible_operation() -> str | None:
     """Why the graph being lowered cannot be one vdev graph, as Inductor decides for CUDA with
@@ -456,15 +454,8 @@ def _incompatible_operation() -> str | None:
     gm = V.graph.module
     node = get_first_incompatible_cudagraph_node(gm)
     if node is None:
-        node = next(
-            (
-                n
-                for n in gm.graph.nodes
-                if getattr(n.target, "__name__", None) in _CONTROL_FLOW
-                and isinstance(n.target, torch._ops.HigherOrderOperator)
-            ),
-            None,
-        )
+        control_flow = (torch.ops.higher_order.cond, torch.ops.higher_order.while_loop)
+        node = next((n for n in gm.graph.nodes if n.target in control_flow), None)
     if node is None:
         return None
     reason = f"skipping cudagraphs due to incompatible op {node.target}"
