@@ -251,6 +251,35 @@ def test_a_fresh_process_replays_a_graph_inductor_loads_from_its_cache(tmp_path)
     assert runs[1].stdout.split() == ["2", "1"]  # loaded from the cache, replayed all the same
 
 
+def test_importing_inductor_first_still_installs_the_policy():
+    """``import torch._inductor.config`` imports Dynamo while Inductor's package is half-made: the
+    policy waits for Inductor's output_code rather than importing half-made modules (which
+    failed with a circular ImportError, and reduce-overhead silently ran without graphs)."""
+    from conftest import run_python
+
+    out = run_python(
+        """
+        import warnings
+        warnings.simplefilter("error", UserWarning)
+        import torch
+        import torch._inductor.config
+        from torch_vdev.vdev.graphs import VdevGraph
+
+        replays, replay = [], VdevGraph.replay
+        VdevGraph.replay = lambda g: replays.append(g) or replay(g)
+        compiled = torch.compile(lambda x: x.sin() + 1, mode="reduce-overhead")
+        x = torch.randn(16, device="vdev")
+        for _ in range(3):
+            out = compiled(x)
+        torch.testing.assert_close(out.cpu(), x.sin().cpu() + 1)
+        print(len(replays))
+        """,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["2"]
+
+
 def test_data_dependent_control_flow_runs_without_graphs(replays):
     def f(x):
         return torch.cond(x.sum() > 0, lambda t: t + 1, lambda t: t - 100, (x,))

@@ -16,75 +16,112 @@ once the package has been imported and before anything is traced; Inductor's bac
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.machinery
 import sys
 import threading
 import warnings
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
 _DYNAMO = "torch._dynamo"
+# The module whose class reduce-overhead's policy patches (CompiledFxGraph). Once it has been
+# imported, everything the policy imports has been too.
+_OUTPUT_CODE = "torch._inductor.output_code"
 _lock = threading.Lock()
+_after_import: dict[str, Callable[[], None]] = {}  # module name -> run once it has been imported
 
 
 def _register_device_interface() -> None:
-    """Registers vdev with Dynamo. A failure is a warning, not an ImportError: Dynamo must stay
-    importable for every other device."""
+    """Registers vdev with Dynamo, then reduce-overhead's graph policy. A failure is a warning,
+    not an ImportError: Dynamo must stay importable for every other device."""
     try:
         from torch_vdev.compile import device_interface
 
         device_interface.register()
-        # Installs reduce-overhead's policy when imported (or, if graph_policy is being imported
-        # right now, which imports Dynamo through Inductor, at the end of that import).
-        from torch_vdev.compile import graph_policy  # noqa: F401
     except Exception as e:  # noqa: BLE001
         warnings.warn(f"torch_vdev: torch.compile is not available for vdev: {e!r}", stacklevel=2)
+        return
+    # Dynamo is often imported by Inductor's own package while it initializes (``import
+    # torch._inductor.config`` imports standalone_compile, which imports Dynamo): importing the
+    # policy now would import Inductor modules that are still half-initialized. It is installed
+    # once Inductor's output_code has been imported instead, which is before Inductor can compile
+    # a graph or load one from its cache.
+    _run_after_import(_OUTPUT_CODE, _install_graph_policy)
 
 
-class _RegisteringLoader(importlib.abc.Loader):
-    """Wraps the loader of torch._dynamo: registers vdev once the package has been imported."""
+def _install_graph_policy() -> None:
+    try:
+        from torch_vdev.compile import graph_policy
 
-    def __init__(self, loader: Any) -> None:
+        graph_policy.install()
+    except Exception as e:  # noqa: BLE001
+        warnings.warn(
+            f'torch_vdev: torch.compile(mode="reduce-overhead") will not use vdev graphs: {e!r}',
+            stacklevel=2,
+        )
+
+
+def _run_after_import(name: str, action: Callable[[], None]) -> None:
+    """Runs ``action`` now if module ``name`` has been imported, else right after it is."""
+    with _lock:
+        module = sys.modules.get(name)
+        if module is None:
+            if not _after_import:
+                sys.meta_path.insert(0, _PostImportHook())
+            _after_import[name] = action
+            return
+    action()
+
+
+class _RunningLoader(importlib.abc.Loader):
+    """Wraps a module's loader: runs its post-import action once the module has been imported."""
+
+    def __init__(self, loader: Any, action: Callable[[], None]) -> None:
         self._loader = loader
+        self._action = action
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
         return self._loader.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self._loader.exec_module(module)
-        _remove_hooks()  # only now: a find_spec alone (importlib.util.find_spec) imports nothing
-        _register_device_interface()
+        self._action()
 
     def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... for tracebacks
         return getattr(self._loader, name)
 
 
-class _DynamoImportHook(importlib.abc.MetaPathFinder):
-    """Finds torch._dynamo with the other finders, once, and wraps its loader."""
+class _PostImportHook(importlib.abc.MetaPathFinder):
+    """Finds the modules that have a post-import action with the other finders and wraps their
+    loaders; the action is taken off only when the module is really loaded (a find_spec alone,
+    as importlib.util.find_spec does, imports nothing)."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != _DYNAMO:
-            return None
+        with _lock:
+            if fullname not in _after_import:
+                return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is not None and spec.loader is not None:
-            spec.loader = _RegisteringLoader(spec.loader)
+            spec.loader = _RunningLoader(spec.loader, functools.partial(_loaded, fullname))
         return spec
 
 
-def _remove_hooks() -> None:
+def _loaded(name: str) -> None:
     with _lock:
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _DynamoImportHook)]
+        action = _after_import.pop(name, None)
+        if not _after_import:
+            sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _PostImportHook)]
+    if action is not None:
+        action()
 
 
 def install() -> None:
     """Registers vdev with Dynamo now if it is loaded, else when it is (called once, by
     torch_vdev._registration)."""
-    with _lock:
-        if _DYNAMO not in sys.modules:
-            sys.meta_path.insert(0, _DynamoImportHook())
-            return
-    _register_device_interface()
+    _run_after_import(_DYNAMO, _register_device_interface)
 
 
 def inductor_hook(name: str) -> Any:

@@ -466,7 +466,8 @@ def _incompatible_operation() -> str | None:
 
 def install() -> None:
     """Lets vdev graphs through Inductor's device check and gives them ``POLICY`` (once; run when
-    this module is imported, which Dynamo's registration hook does before anything compiles)."""
+    this module is imported, which torch_vdev.compile does once Dynamo and Inductor's output_code
+    have been imported, before anything compiles or is loaded from Inductor's cache)."""
     global _installed
     if _installed:
         return
