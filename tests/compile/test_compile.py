@@ -321,3 +321,38 @@ def test_attention_compiles_to_the_fused_operator_cpu_uses():
         t.grad = None
     f(q, k, v).sum().backward()
     assert_close(tuple(grads), tuple(t.grad for t in (q, k, v)))
+
+
+def test_kernels_are_grouped_into_modules_as_on_cpu(monkeypatch):
+    """Consecutive kernels are compiled as one C++ module, as CPU's scheduling groups them (a
+    module per kernel made graphs compile several times slower): vdev defines as many modules
+    as CPU does for the same function."""
+    from torch._inductor import metrics
+    from torch._inductor.async_compile import AsyncCompile
+
+    defined = {"cpu": 0, "vdev": 0}
+    cpu_binding, vdev_kernel = AsyncCompile.cpp_pybinding, kernels.cpp_kernel
+
+    def count(device, define):
+        def counted(*args, **kwargs):
+            defined[device] += 1
+            return define(*args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(AsyncCompile, "cpp_pybinding", count("cpu", cpu_binding))
+    monkeypatch.setattr(kernels, "cpp_kernel", count("vdev", vdev_kernel))
+
+    def f(x, y, w):
+        h = (x @ w).relu()  # an extern kernel: the scheduler flushes before it
+        return h.sum(1), (y.cos() * 2).amax(0), h.softmax(-1)
+
+    args = [torch.randn(32, 16), torch.randn(8, 64), torch.randn(16, 16)]
+    with inductor_config.patch(force_disable_caches=True):
+        for device in ("cpu", "vdev"):
+            torch._dynamo.reset()
+            on_device = [a.to(device) for a in args]
+            metrics.reset()
+            assert_close(torch.compile(f)(*on_device), f(*on_device))
+            assert metrics.generated_kernel_count > defined[device] >= 1  # grouped loop nests
+    assert defined["vdev"] == defined["cpu"]

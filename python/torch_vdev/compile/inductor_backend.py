@@ -32,6 +32,7 @@ from torch._inductor.codegen.cpp import CppScheduling
 from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
 from torch._inductor.custom_graph_pass import CustomGraphModulePass
 from torch._inductor.runtime.benchmarking import register_benchmarker
+from torch._inductor.scheduler import NopKernelSchedulerNode
 from torch._inductor.virtualized import V
 
 from torch_vdev import _C
@@ -68,16 +69,31 @@ class VdevScheduling(CppScheduling):
     """Inductor's C++ scheduling; kernels it defines are vdev kernels.
 
     One difference in when kernels are written: CPU's scheduling gathers consecutive nodes into
-    one kernel and writes its call when the scheduler flushes, which it does before an extern
-    node with a device but not before one without (stream and event operators, synchronize).
-    On CPU that is harmless; on vdev the kernel's call would land after a record_event or
-    synchronize that follows it in the program, and after the deletion of buffers it reads. So
-    each node's kernel is written as soon as it is generated (one kernel per scheduler node).
+    one kernel group (one C++ module) and writes its call when the scheduler flushes, which it
+    does before an extern node with a device but not before one without (stream and event
+    operators, synchronize). On CPU that is harmless; on vdev the group's call would land after
+    a record_event or synchronize that follows it in the program, and after the deletion of
+    buffers it reads (an extern call frees the buffers whose last use has passed). So the group
+    is also flushed when the next node that writes code has no device (``ready_to_flush``).
 
     Kernels are generated for the device's thread count (``kernel_threads``), not the host's.
     """
 
     def ready_to_flush(self) -> bool:
+        """Asked by the scheduler after each node with a device: true if the next node that
+        writes code (nop nodes write none) has no device, or is unknown (flushing is always safe;
+        only the grouping into modules changes), or if CPU's scheduling asks for it (a group
+        with too many arguments)."""
+        if super().ready_to_flush():
+            return True
+        scheduler = self.scheduler
+        nodes, current = scheduler.nodes, scheduler.current_node
+        index = next((i for i, node in enumerate(nodes) if node is current), None)
+        if index is None:
+            return True
+        for node in nodes[index + 1 :]:
+            if not isinstance(node, NopKernelSchedulerNode):
+                return node.get_device() is None
         return True
 
     codegen_node = _with_kernel_threads(CppScheduling.codegen_node)
