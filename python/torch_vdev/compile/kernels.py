@@ -20,7 +20,12 @@ import ctypes
 from typing import Any
 
 from torch._inductor.async_compile import AsyncCompile, get_compile_threads
-from torch._inductor.codecache import CppCodeCache, LambdaFuture, clear_on_fresh_cache
+from torch._inductor.codecache import (
+    CppCodeCache,
+    CppPythonBindingsCodeCache,
+    LambdaFuture,
+    clear_on_fresh_cache,
+)
 
 from torch_vdev import _C
 
@@ -75,6 +80,13 @@ class VdevKernelCodeCache(CppCodeCache):
     cache: dict[str, Any] = {}
     cache_clear = staticmethod(cache.clear)
     cpp_compile_command_flags = {"include_pytorch": False, "shared": True}
+
+    @classmethod
+    def _get_uncompiled_header(cls, device: str) -> str | None:
+        """The header Inductor precompiles for CPU's kernel bindings (its C++ prefix, which every
+        kernel includes first): with it each kernel compiles about 3x faster (0.7 s instead of
+        2 s here), and a graph's compile time is mostly its kernels' (``CppCodeCache`` has none)."""
+        return CppPythonBindingsCodeCache._get_uncompiled_header(device)
 
 
 def _launcher(kernel_name: str, kinds: str, library: Any) -> Any:
