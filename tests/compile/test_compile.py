@@ -356,3 +356,25 @@ def test_kernels_are_grouped_into_modules_as_on_cpu(monkeypatch):
             assert_close(torch.compile(f)(*on_device), f(*on_device))
             assert metrics.generated_kernel_count > defined[device] >= 1  # grouped loop nests
     assert defined["vdev"] == defined["cpu"]
+
+
+def test_kernels_of_different_streams_are_never_grouped():
+    """Consecutive kernels on different streams stay separate calls, each in its stream's
+    context: a group is one call, and a default-stream result computed in a side-stream group
+    would be read on the default stream without waiting for it."""
+
+    def f(x, side):
+        a = x * 2
+        with torch.vdev.stream(side):
+            b = x + 1
+        return a.cos(), b
+
+    x, side = torch.randn(64, device="vdev"), torch.vdev.Stream()
+    compiled = torch.compile(f, fullgraph=True)
+    compiled(x, side)
+    want = (x * 2).cos().cpu()
+    with gated(side) as gate:
+        wait_until_blocked(gate)
+        c, b = compiled(x, side)
+        torch.testing.assert_close(c.cpu(), want)  # computed on the default stream: no wait
+    torch.testing.assert_close(b.cpu(), x.cpu() + 1)

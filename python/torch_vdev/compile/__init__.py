@@ -6,12 +6,15 @@
   on a vdev stream, registered when Inductor first asks ``torch.vdev`` for it;
 * ``kernels``: compiling those kernels with their stream trampoline and loading them;
 * ``graph_policy``: ``mode="reduce-overhead"``, compiled functions replayed as vdev graphs,
-  installed with the device interface (before Inductor can load a compiled graph from its cache).
+  installed once Inductor's ``output_code`` has been imported (before Inductor can compile a
+  graph or load one from its cache).
 
-Neither is imported by ``import torch`` (importing ``torch._dynamo`` costs over a second): the
-device interface is registered by a one-shot import hook on the ``torch._dynamo`` package, run
-once the package has been imported and before anything is traced; Inductor's backend through the
-``torch.vdev`` attributes its ``init_backend_registration`` reads (``Scheduling``).
+Neither is imported by ``import torch`` (importing ``torch._dynamo`` costs over a second): both
+are installed by post-import actions (a finder on ``sys.meta_path`` that wraps the loader of the
+module they wait for, and runs them once it has been imported): the device interface once the
+``torch._dynamo`` package has been imported, before anything is traced. Inductor's backend is
+registered through the ``torch.vdev`` attributes its ``init_backend_registration`` reads
+(``Scheduling``).
 """
 
 from __future__ import annotations

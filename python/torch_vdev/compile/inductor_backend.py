@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import threading
 import time
 from pathlib import Path
@@ -81,20 +82,27 @@ class VdevScheduling(CppScheduling):
 
     def ready_to_flush(self) -> bool:
         """Asked by the scheduler after each node with a device: true if the next node that
-        writes code (nop nodes write none) has no device, or is unknown (flushing is always safe;
-        only the grouping into modules changes), or if CPU's scheduling asks for it (a group
-        with too many arguments)."""
+        writes code (nop nodes write none) has no device or runs on another stream (a group is
+        one kernel call, written in one stream's context), or is unknown (flushing is always
+        safe; only the grouping into modules changes), or if CPU's scheduling asks for it (a
+        group with too many arguments)."""
         if super().ready_to_flush():
             return True
         scheduler = self.scheduler
         nodes, current = scheduler.nodes, scheduler.current_node
-        index = next((i for i, node in enumerate(nodes) if node is current), None)
-        if index is None:
+        if self._positions is None or self._positions[0] is not nodes:
+            self._positions = (nodes, {id(node): i for i, node in enumerate(nodes)})
+        index = self._positions[1].get(id(current))
+        if index is None or nodes[index] is not current:
             return True
-        for node in nodes[index + 1 :]:
+        streams = scheduler.node_to_stream
+        for node in itertools.islice(nodes, index + 1, None):
             if not isinstance(node, NopKernelSchedulerNode):
-                return node.get_device() is None
+                return node.get_device() is None or streams.get(node, 0) != streams.get(current, 0)
         return True
+
+    # The scheduler's node list and each node's position in it (ready_to_flush looks ahead).
+    _positions: tuple[list[Any], dict[int, int]] | None = None
 
     codegen_node = _with_kernel_threads(CppScheduling.codegen_node)
     codegen_template = _with_kernel_threads(CppScheduling.codegen_template)
