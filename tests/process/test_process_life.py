@@ -187,6 +187,36 @@ def test_daemon_threads_waiting_at_exit_neither_abort_nor_hang():
     assert "nanobind: leaked" not in r.stderr  # their arguments stay alive on purpose
 
 
+def test_a_daemon_thread_inside_empty_cache_at_exit_holds_no_allocator_lock():
+    # empty_cache waits for the device's queued work (here: behind a gate that never opens). At
+    # exit the daemon thread parks in that wait; it used to hold the device cache's lock there,
+    # and the main thread, freeing `keep` during interpreter teardown, waited for it for ever.
+    r = run_python(
+        """
+        import sys, threading, torch
+        from torch_vdev import _testing as rt
+        keep = torch.ones(1000, device="vdev")  # freed during teardown, after the exit handler
+        cached = torch.ones(1 << 20, device="vdev")
+        del cached  # a free segment: empty_cache has something to give back
+        rt.enqueue_gate(0, 0, rt.Gate())  # never opened
+        def release():
+            torch.vdev.empty_cache()
+            print("returned", flush=True)  # must never happen: the queued work never ran
+        t = threading.Thread(target=release, daemon=True)
+        t.start()
+        while True:  # until the thread is inside empty_cache (its wait follows at once)
+            frame = sys._current_frames().get(t.ident)
+            if frame is not None and frame.f_code.co_name == "empty_cache":
+                break
+        print("leaving", flush=True)
+        """,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "leaving"
+    assert "terminate" not in r.stderr and "Traceback" not in r.stderr
+
+
 def test_a_daemon_thread_whose_wait_ends_during_exit_does_not_abort(tmp_path):
     done = tmp_path / "done"
     r = run_python(

@@ -1,5 +1,6 @@
 """Streams and events: real asynchrony, checked with gates (never with timing)."""
 
+import gc
 import threading
 import time
 
@@ -108,6 +109,19 @@ def test_wait_event_and_wait_stream_really_delay_the_waiting_stream():
         assert log.values() == []
     torch.vdev.synchronize(1)
     assert log.values()[0] == 1 and sorted(log.values()) == [1, 2, 3]
+
+
+@pytest.mark.parametrize("not_an_event", [None, 3, "e"])
+def test_waiting_for_something_that_is_not_an_event_raises_as_on_cuda(not_an_event):
+    # torch.cuda.Stream.wait_event calls event.wait(self); torch.Stream's C++ method casts its
+    # argument to an event unchecked (before: None was accepted, reading garbage as an event).
+    s = torch.vdev.Stream()
+    with pytest.raises(AttributeError, match="has no attribute 'wait'"):
+        s.wait_event(not_an_event)
+    with pytest.raises(AttributeError, match="has no attribute 'record_event'"):
+        s.wait_stream(not_an_event)
+    with pytest.raises(AttributeError):
+        torch.vdev.current_stream().wait_event(not_an_event)
 
 
 def test_stream_context_and_set_stream_are_per_thread_and_per_device():
@@ -351,6 +365,12 @@ def test_a_freed_block_is_not_reused_by_another_stream():
 
 
 def test_record_stream_defers_reuse_until_the_other_streams_work_has_finished():
+    # x's block must be the only free 1 MiB one when w is allocated: tensors of earlier tests that
+    # only the cyclic collector frees (tracebacks kept by pytest.raises) would share a segment with
+    # x, and best fit would then pick another block.
+    gc.collect()
+    torch.vdev.synchronize()
+    torch.vdev.empty_cache()
     s, other = torch.vdev.current_stream(), torch.vdev.Stream()
     x = torch.zeros(1 << 18, device="vdev")
     x_ptr = x.data_ptr()

@@ -205,22 +205,46 @@ struct DeviceCache::State {
     pool(b).insert(b);
   }
 
-  // Gives every whole free segment back to the runtime. The caller has made sure that no queued
-  // work can still use them (wait_device_idle under the lock).
-  // Private pools no graph uses any more are released too (and forgotten once they own nothing).
-  void release_free_segments() {
-    process_deferred();
-    release_segments_of(small_pool);
-    release_segments_of(large_pool);
-    for (auto it = private_pools.begin(); it != private_pools.end();) {
-      PrivatePool* p = it->second;
-      if (p->use_count > 0) {
+  // Moves every whole free segment of `pool` into `taken`: nothing can allocate from it any more.
+  static void take_segments_of(Pool& pool, std::vector<Block*>& taken) {
+    for (auto it = pool.begin(); it != pool.end();) {
+      if ((*it)->is_split()) {
         ++it;
         continue;
       }
-      release_segments_of(p->small_pool);
-      release_segments_of(p->large_pool);
-      if (p->segments == 0) {
+      taken.push_back(*it);
+      it = pool.erase(it);
+    }
+  }
+
+  // Takes every whole free segment out of its pool: the device's pools and those of private pools
+  // no graph uses any more (releasing them is release_taken's, once no queued work can use them).
+  std::vector<Block*> take_free_segments() {
+    process_deferred();
+    std::vector<Block*> taken;
+    take_segments_of(small_pool, taken);
+    take_segments_of(large_pool, taken);
+    for (auto& [id, p] : private_pools) {
+      if (p->use_count > 0) continue;
+      take_segments_of(p->small_pool, taken);
+      take_segments_of(p->large_pool, taken);
+    }
+    return taken;
+  }
+
+  // Gives taken segments back to the runtime, and forgets unused private pools that own nothing.
+  void release_taken(const std::vector<Block*>& taken) {
+    for (Block* b : taken) {
+      vdev::rt::device_free(b->ptr);
+      add_to_stat(stats.segment, b->small, -1);
+      add_to_stat(stats.reserved_bytes, b->small, -static_cast<std::int64_t>(b->size));
+      ++stats.num_device_free;
+      if (b->owner != nullptr) --b->owner->segments;
+      delete b;
+    }
+    for (auto it = private_pools.begin(); it != private_pools.end();) {
+      PrivatePool* p = it->second;
+      if (p->use_count == 0 && p->segments == 0) {
         delete p;
         it = private_pools.erase(it);
       } else {
@@ -229,27 +253,25 @@ struct DeviceCache::State {
     }
   }
 
-  void release_segments_of(Pool& pool) {
-    for (auto it = pool.begin(); it != pool.end();) {
-      Block* b = *it;
-      if (b->is_split()) {
-        ++it;
-        continue;
-      }
-      it = pool.erase(it);
-      vdev::rt::device_free(b->ptr);
-      add_to_stat(stats.segment, b->small, -1);
-      add_to_stat(stats.reserved_bytes, b->small, -static_cast<std::int64_t>(b->size));
-      ++stats.num_device_free;
-      if (b->owner != nullptr) --b->owner->segments;
-      delete b;
+  // Gives every whole free segment back to the runtime once no queued work of the device can use
+  // it. The wait happens with `lock` released, so that it never holds the allocator: a daemon
+  // thread waiting here at interpreter exit parks for good (runtime/process.h), and the exiting
+  // thread must still be able to free memory. Segments are out of their pools meanwhile, so no
+  // other thread allocates them; if the wait throws (the runtime is shutting down), they go back.
+  void release_free_segments(std::unique_lock<std::mutex>& lock) {
+    std::vector<Block*> taken = take_free_segments();
+    if (taken.empty()) return;
+    lock.unlock();
+    try {
+      vdev::rt::wait_device_idle(device);
+    } catch (...) {
+      lock.lock();
+      for (Block* b : taken) pool(b).insert(b);
+      throw;
     }
-  }
-
-  // Waits for all queued work of the device (errors stay pending for their streams).
-  void wait_idle() {
-    vdev::rt::wait_device_idle(device);
+    lock.lock();
     ++stats.num_sync_all_streams;
+    release_taken(taken);
   }
 
   [[noreturn]] void out_of_memory(std::size_t nbytes) {
@@ -278,17 +300,19 @@ Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {
   State& s = *s_;
   const std::size_t size = block_size_for(nbytes);
   const bool small = size <= kSmallSize;
-  std::lock_guard<std::mutex> lock(s.mu);
+  std::unique_lock<std::mutex> lock(s.mu);
   s.process_deferred();
   PrivatePool* owner = s.pool_for(stream);
   Block* b = s.take_free_block(owner, small, &stream, size);
   if (b == nullptr) b = s.new_segment(owner, small, &stream, size);
   if (b == nullptr) {
-    // Release the cache and retry once, as CUDA's allocator does.
+    // Release the cache and retry once, as CUDA's allocator does. Other threads may allocate
+    // while the release waits (unlocked), so the pool is looked at again.
     ++s.stats.num_alloc_retries;
-    s.wait_idle();
-    s.release_free_segments();
-    b = s.new_segment(owner, small, &stream, size);
+    s.release_free_segments(lock);
+    owner = s.pool_for(stream);
+    b = s.take_free_block(owner, small, &stream, size);
+    if (b == nullptr) b = s.new_segment(owner, small, &stream, size);
   }
   if (b == nullptr) s.out_of_memory(nbytes);
 
@@ -349,9 +373,8 @@ void DeviceCache::record_stream(Block* b, vdev::rt::Stream& stream) {
 }
 
 void DeviceCache::empty_cache() {
-  std::lock_guard<std::mutex> lock(s_->mu);
-  s_->wait_idle();
-  s_->release_free_segments();
+  std::unique_lock<std::mutex> lock(s_->mu);
+  s_->release_free_segments(lock);
 }
 
 void DeviceCache::begin_allocate_to_pool(MempoolId pool, std::uint64_t capture_id) {
