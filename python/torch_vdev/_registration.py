@@ -42,6 +42,12 @@ def register() -> None:
         torch.utils.generate_methods_for_privateuse1_backend(
             for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True
         )
+        # Lazy modules: an UninitializedParameter lets through only the methods it lists
+        # (torch.Tensor.cuda among them), so LazyLinear(2).vdev() raised where .cuda() works.
+        from torch.nn.parameter import UninitializedTensorMixin
+
+        if torch.Tensor.vdev not in UninitializedTensorMixin._allowed_methods:
+            UninitializedTensorMixin._allowed_methods.append(torch.Tensor.vdev)
         # vdev tensors sent to other processes (torch.multiprocessing) share device memory.
         from torch_vdev.vdev import _sharing
 

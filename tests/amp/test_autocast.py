@@ -1,11 +1,12 @@
 """Autocast on vdev behaves as CUDA's: every operator of PyTorch's CUDA autocast lists
 (torch.testing._internal.autocast_test_lists) runs in the dtype CUDA's policy gives it and matches
 the same operator run by hand in that dtype; binary_cross_entropy is banned inside autocast; the
-default dtype is float16 and bfloat16 is supported; nested and disabled regions restore the outer
-state; an unsupported dtype warns and disables autocast, as torch.autocast does for any custom
-backend; the weight cast cache casts a leaf weight once per region; autocast inside activation
-checkpointing recomputes in the same dtypes; and autocast never synchronizes."""
+default dtype is float16 and every floating dtype is accepted, as CUDA accepts it; nested and
+disabled regions restore the outer state; a non-floating dtype warns and disables autocast; the
+weight cast cache casts a leaf weight once per region; autocast inside activation checkpointing
+recomputes in the same dtypes; and autocast never synchronizes."""
 
+import warnings
 from collections import Counter
 
 import pytest
@@ -160,10 +161,25 @@ def test_nested_and_disabled_regions_restore_the_outer_state():
     assert torch.mm(a, b).dtype == torch.float32
 
 
-def test_unsupported_dtype_warns_and_disables_autocast():
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_every_floating_dtype_is_accepted_as_cudas_autocast_accepts_it(dtype):
+    # torch.autocast("cuda") checks no dtype; float32 is a common way to switch lower precision
+    # off without removing the region. Before: "not supported ... Disabling autocast".
+    a = torch.randn(4, 4, device="vdev", dtype=torch.float16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        region = torch.autocast("vdev", dtype=dtype)
+    with region:
+        assert torch.is_autocast_enabled("vdev")
+        assert torch.get_autocast_dtype("vdev") == dtype
+        assert torch.mm(a, a).dtype == dtype  # mm is on the lower-precision list
+
+
+def test_a_non_floating_dtype_warns_and_disables_autocast():
+    # CUDA would take even this; vdev refuses a dtype no floating operator can be cast to.
     a, b = torch.randn(4, 4, device="vdev"), torch.randn(4, 4, device="vdev")
     with pytest.warns(UserWarning, match="not supported") as record:
-        region = torch.autocast("vdev", dtype=torch.float64)
+        region = torch.autocast("vdev", dtype=torch.int32)
     text = "\n".join(str(w.message) for w in record)
     assert "torch.float16" in text and "torch.bfloat16" in text
     with region:

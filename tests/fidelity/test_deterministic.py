@@ -215,6 +215,13 @@ ALERTS = {
 # Calls CUDA runs deterministically (a deterministic kernel, or a decomposition PyTorch's Python
 # front end takes for CUDA tensors), so vdev must not alert either.
 NO_ALERT = {
+    # torch 2.13 made CUDA's kthvalue deterministic (PR #165762 removed its alert) and dropped
+    # the CUBLAS_WORKSPACE_CONFIG check (Context.h has no alertCuBLASConfigNotDeterministic; the
+    # use_deterministic_algorithms docstring lists neither).
+    "kthvalue": lambda: torch.kthvalue(torch.randn(5, device=D), 2),
+    "mm without CUBLAS_WORKSPACE_CONFIG": lambda: torch.mm(
+        torch.randn(3, 3, device=D), torch.randn(3, 3, device=D)
+    ),
     "adaptive_avg_pool2d to 1x1 backward": grad_of(
         lambda x: F.adaptive_avg_pool2d(x, 1), 1, 2, 5, 5
     ),

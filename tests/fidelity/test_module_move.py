@@ -63,6 +63,17 @@ def test_a_lazy_module_moved_before_materialisation_runs():
     assert m.weight.shape == (3, 5)
 
 
+def test_a_lazy_module_moved_with_its_device_method_runs():
+    # As LazyLinear(3).cuda(): UninitializedParameter let only torch.Tensor.cuda (and .to, .cpu)
+    # through, so .vdev() raised "Attempted to use an uninitialized parameter".
+    m = nn.LazyLinear(3).vdev()
+    assert m.weight.device == torch.device("vdev:0")
+    out = m(torch.ones(2, 5, device="vdev"))
+    assert out.device.type == "vdev" and m.weight.shape == (3, 5)
+    m1 = nn.LazyConv2d(4, 3).vdev(1)
+    assert m1(torch.ones(1, 2, 5, 5, device="vdev:1")).shape == (1, 4, 3, 3)
+
+
 def test_assigning_data_across_cpu_and_vdev():
     p = nn.Parameter(torch.ones(3))
     p.data = torch.arange(3.0, device="vdev")

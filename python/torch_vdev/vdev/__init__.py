@@ -222,8 +222,10 @@ def can_device_access_peer(device: Any, peer_device: Any) -> bool:
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
-    """The lower-precision dtypes ``torch.autocast("vdev")`` accepts (the AMP device contract)."""
-    return [torch.float16, torch.bfloat16]
+    """The dtypes ``torch.autocast("vdev")`` accepts (the AMP device contract): every floating
+    dtype, as ``torch.autocast("cuda")``, which checks none (float32 autocast is a common way to
+    switch lower precision off without removing the context)."""
+    return [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:

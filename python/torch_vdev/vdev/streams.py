@@ -48,6 +48,17 @@ class Stream(torch.Stream):
         event.record(self)
         return event
 
+    def wait_event(self, event: torch.Event) -> None:
+        """Makes all work queued on this stream from now on wait for ``event``. As
+        torch.cuda.Stream's, it calls ``event.wait(self)``: anything but an event raises
+        (torch.Stream's C++ method casts its argument to an event unchecked)."""
+        event.wait(self)
+
+    def wait_stream(self, stream: torch.Stream) -> None:
+        """Makes all work queued on this stream from now on wait for the work queued on
+        ``stream`` so far (as torch.cuda.Stream's: through an event recorded there)."""
+        self.wait_event(stream.record_event())
+
     def __repr__(self) -> str:
         return f"<torch.vdev.Stream device=vdev:{self.device_index} stream_id={self.stream_id}>"
 
