@@ -164,3 +164,42 @@ def test_an_operator_rejecting_out_equal_to_its_input_raises_at_the_call():
         torch.index_select(x, 0, i, out=x)
     torch.vdev.synchronize()  # nothing was queued to fail later
     assert torch.equal(x.cpu(), arange("cpu"))  # nothing was written
+
+
+@pytest.mark.parametrize("out_is", ["first input", "second input"])
+def test_an_out_that_is_an_input_and_must_grow_is_resized_then_refused_as_on_cpu(out_is):
+    # CPU's and CUDA's cat size the output from the inputs, resize out= (with the deprecation
+    # warning), and only then find that out= is one of the inputs. Before: "Trying to resize
+    # storage that is not resizable".
+    def run(d):
+        x, y = torch.ones(2, device=d), torch.full((2,), 2.0, device=d)
+        out = x if out_is == "first input" else y
+        with pytest.warns(UserWarning, match=r"resized since it had shape \[2\]") as record:
+            with pytest.raises(RuntimeError, match=OVERLAP):
+                torch.cat((x, y), out=out)
+        return out, len(record)
+
+    out_cpu, warned_cpu = run("cpu")
+    out_vdev, warned_vdev = run("vdev")
+    assert warned_vdev == warned_cpu == 1
+    assert out_vdev.shape == out_cpu.shape == (4,)  # resized before the refusal, as on CPU
+    torch.vdev.synchronize()
+    assert torch.equal(out_vdev.cpu()[:2], out_cpu[:2])  # its own bytes kept
+
+
+def test_an_out_that_grows_through_the_host_keeps_cpus_values():
+    # A call whose argument checks fail on stand-ins (an integer remainder by the stand-ins' 0)
+    # runs on the host on its real arguments; its out= grows there, in host memory, and is copied
+    # back to the device, with one warning, as on CPU.
+    def run(d):
+        x = torch.arange(4, device=d) + 5
+        y = torch.tensor([2, 3, 4, 5], device=d)
+        out = torch.zeros(1, dtype=torch.long, device=d)
+        with pytest.warns(UserWarning, match="resized") as record:
+            torch.remainder(x, y, out=out)
+        return out, len(record)
+
+    out_cpu, warned_cpu = run("cpu")
+    out_vdev, warned_vdev = run("vdev")
+    assert warned_vdev == warned_cpu == 1
+    assert torch.equal(out_vdev.cpu(), out_cpu)

@@ -1,6 +1,12 @@
 """Runs PyTorch's operator database (OpInfo op_db) on vdev and on CPU and compares the results.
 
-    python tests/ops/opinfo_sweep.py DTYPE MAX_SAMPLES   -> one JSON line per operator on stdout
+    python tests/ops/opinfo_sweep.py DTYPE MAX_SAMPLES [LAYOUT]  -> one JSON line per operator
+
+LAYOUT (default "default": the samples as OpInfo makes them) changes the layout of every tensor
+of every sample, on both devices alike: "channels_last" (4-d and 5-d tensors in channels-last
+memory format) or "noncontiguous" (OpInfo's own noncontiguous copies). Kernels pick their paths
+by layout (CPU's out= kernels restride their outputs to the input's memory format), so these
+sweeps find operators whose results vdev computes into the wrong layout.
 
 Samples are generated on vdev (the sample functions know which arguments must stay on the CPU),
 the CPU reference runs on CPU copies of the same samples, and results are compared with
@@ -64,6 +70,23 @@ class SeededOperators(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
+def channels_last(x):
+    if not isinstance(x, torch.Tensor) or x.layout != torch.strided:
+        return x
+    if x.dim() == 4:
+        return x.contiguous(memory_format=torch.channels_last)
+    if x.dim() == 5:
+        return x.contiguous(memory_format=torch.channels_last_3d)
+    return x
+
+
+LAYOUTS = {
+    "default": lambda s: s,
+    "channels_last": lambda s: s.transform(channels_last),
+    "noncontiguous": lambda s: s.noncontiguous(),
+}
+
+
 def is_random(op, c) -> bool:
     mode = SeededOperators()
     with mode:
@@ -71,7 +94,7 @@ def is_random(op, c) -> bool:
     return mode.seen
 
 
-def check(op, dtype, max_samples):
+def check(op, dtype, max_samples, layout="default"):
     try:
         torch.manual_seed(0)
         samples = list(op.sample_inputs("vdev", dtype, requires_grad=False))[:max_samples]
@@ -83,6 +106,12 @@ def check(op, dtype, max_samples):
     for s in samples:
         try:
             c = s.transform(to_cpu) if on_device else s
+            # Each device's sample takes the layout itself (.cpu() does not keep every layout).
+            c = LAYOUTS[layout](c)
+            s = LAYOUTS[layout](s)
+        except Exception:  # noqa: BLE001 (a sample whose tensors cannot take the layout)
+            continue
+        try:
             torch.manual_seed(0)
             ref = op(c.input, *c.args, **c.kwargs)
         except Exception:  # noqa: BLE001 (the reference does not run for this sample)
@@ -115,6 +144,7 @@ def main() -> None:
     warnings.simplefilter("ignore")
     dtype = getattr(torch, sys.argv[1])
     max_samples = int(sys.argv[2])
+    layout = sys.argv[3] if len(sys.argv) > 3 else "default"
     for op in op_db:
         if dtype not in op.supported_dtypes("cpu"):
             continue
@@ -122,7 +152,7 @@ def main() -> None:
         if op.name in UNINITIALISED_OUTPUT:
             status, msg = "skip", "output is uninitialised memory"
         else:
-            status, msg = check(op, dtype, max_samples)
+            status, msg = check(op, dtype, max_samples, layout)
         print(json.dumps({"op": name, "status": status, "msg": msg}), flush=True)
 
 

@@ -27,10 +27,17 @@ struct AliasSpec {
 
   static AliasSpec of(const at::TensorBase& vdev_tensor);
   at::Tensor make() const;
-  // The same bytes seen the same way (address, sizes, strides, dtype, conj/neg bits).
+  // The same bytes seen the same way (address, sizes, strides, dtype, conj/neg bits). Views of no
+  // bytes are never the same: empty tensors share the null address but never overlap.
   bool same_view(const AliasSpec& o) const {
-    return data == o.data && dtype == o.dtype && conj == o.conj && neg == o.neg &&
-           sizes == o.sizes && strides == o.strides;
+    return data != nullptr && data == o.data && dtype == o.dtype && conj == o.conj &&
+           neg == o.neg && sizes == o.sizes && strides == o.strides && !has_zero_size();
+  }
+  bool has_zero_size() const {
+    for (int64_t s : sizes) {
+      if (s == 0) return true;
+    }
+    return false;
   }
 };
 

@@ -3,6 +3,7 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/ops/full.h>
 
 #include <algorithm>
@@ -35,6 +36,14 @@ at::Tensor filled_like(const at::Tensor& t, std::vector<int64_t> sizes, double v
   return at::full(sizes, value, at::TensorOptions().dtype(t.scalar_type()));
 }
 
+// `t`'s strides with the given sizes (as many dims), filled with `value`: CPU's embedding bag picks
+// its fast path, which sizes offset2bag differently, by the weight's and per-sample weights'
+// strides.
+at::Tensor filled_strided_like(const at::Tensor& t, std::vector<int64_t> sizes, double value) {
+  return at::empty_strided(sizes, t.strides(), at::TensorOptions().dtype(t.scalar_type()))
+      .fill_(value);
+}
+
 // Batch norm: input [2, C, 1, ...] of the input's dtype; every other tensor argument (weight,
 // bias, running statistics: all [C]) ones of its own dtype; other arguments as given.
 std::optional<torch::jit::Stack> batch_norm_probe(const torch::jit::Stack& stack, std::size_t first,
@@ -57,8 +66,8 @@ std::optional<torch::jit::Stack> batch_norm_probe(const torch::jit::Stack& stack
 }
 
 // Embedding bag: the weight cut to the rows a valid padding_idx needs, indices and offsets of
-// their sizes all zero (valid, and the returns' sizes depend only on sizes and mode),
-// per-sample weights ones.
+// their sizes all zero (valid, and the returns' sizes depend only on sizes, strides and mode),
+// per-sample weights ones; every tensor with the strides of the call's own.
 std::optional<torch::jit::Stack> embedding_bag_probe(const torch::jit::Stack& stack,
                                                      std::size_t first, std::size_t nargs) {
   const c10::IValue& weight = stack[first];
@@ -68,11 +77,11 @@ std::optional<torch::jit::Stack> embedding_bag_probe(const torch::jit::Stack& st
   const int64_t rows = std::min<int64_t>(w.size(0), std::max<int64_t>(1, padding.toInt() + 1));
   torch::jit::Stack probe;
   probe.reserve(nargs);
-  probe.emplace_back(filled_like(w, {rows, w.size(1)}, 1));
+  probe.emplace_back(filled_strided_like(w, {rows, w.size(1)}, 1));
   for (std::size_t i = first + 1; i < first + nargs; ++i) {
     const double value = i == first + 6 ? 1.0 : 0.0;  // per_sample_weights; indices, offsets 0
     probe.push_back(map_tensors(stack[i], [value](const at::Tensor& t) {
-      return t.defined() ? filled_like(t, t.sizes().vec(), value) : t;
+      return t.defined() ? filled_strided_like(t, t.sizes().vec(), value) : t;
     }));
   }
   return probe;

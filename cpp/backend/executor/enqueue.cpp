@@ -1,6 +1,7 @@
 #include "backend/executor/enqueue.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 
@@ -43,12 +44,15 @@ std::shared_ptr<const LaunchPlan> plan_for(const c10::OperatorHandle& op,
 
 // Resizes the written argument of return i to the size the meta kernel gave it (an out= tensor the
 // operator resizes); returns that argument.
-const c10::IValue& resize_written(const LaunchPlan& plan, std::size_t i,
-                                  const torch::jit::Stack& stack, std::size_t first) {
-  const MetaReturn& m = plan.returns[i];
+const c10::IValue& resize_written(const LaunchPlan& plan, const std::vector<MetaReturn>& returns,
+                                  std::size_t i, const torch::jit::Stack& stack,
+                                  std::size_t first) {
+  const MetaReturn& m = returns[i];
   const c10::IValue& real = stack[first + static_cast<std::size_t>(plan.aliased[i])];
+  // resize_output_check warns as CPU's and CUDA's out= kernels do ("An output with one or more
+  // elements was resized ..."), at the call; the meta kernel's own warnings are not shown.
   if (real.isTensor() && m.kind == MetaReturn::Tensor && m.tensors[0].defined &&
-      real.toTensor().sizes() != c10::IntArrayRef(m.tensors[0].sizes)) {
+      at::native::resize_output_check(real.toTensor(), m.tensors[0].sizes)) {
     resize_vdev_tensor(real.toTensor(), m.tensors[0].sizes, std::nullopt);
   }
   return real;
@@ -56,14 +60,16 @@ const c10::IValue& resize_written(const LaunchPlan& plan, std::size_t i,
 
 // The outputs of the call on the device: the mutated argument itself (resized when the operator
 // resizes its out= tensor), or freshly allocated.
-std::vector<c10::IValue> device_outputs(const LaunchPlan& plan, const torch::jit::Stack& stack,
-                                        std::size_t first, c10::Device device) {
+std::vector<c10::IValue> device_outputs(const LaunchPlan& plan,
+                                        const std::vector<MetaReturn>& returns,
+                                        const torch::jit::Stack& stack, std::size_t first,
+                                        c10::Device device) {
   std::vector<c10::IValue> outputs;
-  outputs.reserve(plan.returns.size());
-  for (std::size_t i = 0; i < plan.returns.size(); ++i) {
-    const MetaReturn& m = plan.returns[i];
+  outputs.reserve(returns.size());
+  for (std::size_t i = 0; i < returns.size(); ++i) {
+    const MetaReturn& m = returns[i];
     if (plan.aliased[i] >= 0) {
-      outputs.push_back(resize_written(plan, i, stack, first));
+      outputs.push_back(resize_written(plan, returns, i, stack, first));
     } else if (m.kind == MetaReturn::None) {
       outputs.emplace_back();
     } else if (m.kind == MetaReturn::Tensor) {
@@ -85,16 +91,18 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
   const std::size_t first = stack->size() - nargs;
   std::shared_ptr<const LaunchPlan> plan = plan_for(op, *stack, first, nargs);
   if (!plan->ok) return {};
+  // Outputs sized by a CPU tensor's values: this call's own metadata, never a cached one.
+  std::optional<std::vector<MetaReturn>> call_returns;
+  if (C10_UNLIKELY(plan->returns_from_cpu_values)) {
+    call_returns = meta_returns(op, *stack, first, nargs);
+    if (!call_returns || call_returns->size() != plan->returns.size()) return {};
+  }
+  const std::vector<MetaReturn>& returns = call_returns ? *call_returns : plan->returns;
   // CPU's checks failed on stand-ins: settle it on the real arguments now, unless that would be a
   // host wait vdev adds in a sync debug mode (then queued, and a real error comes later).
   if (C10_UNLIKELY(plan->settle_on_host.load(std::memory_order_relaxed)) &&
       may_settle_on_the_host()) {
-    const c10::DeviceGuard guard(device);
-    for (std::size_t i = 0; i < plan->returns.size(); ++i) {
-      if (plan->aliased[i] >= 0)
-        resize_written(*plan, i, *stack, first);  // CPU aliases cannot grow
-    }
-    return {false, std::move(plan)};
+    return {false, std::move(plan)};  // CPU's kernel resizes written arguments itself there
   }
 
   // A random operator reserves its counter range now, in program order, before any side effect
@@ -105,7 +113,7 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
                         device.index());
   }
   const c10::DeviceGuard guard(device);
-  std::vector<c10::IValue> outputs = device_outputs(*plan, *stack, first, device);
+  std::vector<c10::IValue> outputs = device_outputs(*plan, returns, *stack, first, device);
   const char* name = plan->task_name;  // before `plan` moves into the task
   OperatorTask task = OperatorTask::capture(op, std::move(plan), *stack, first, outputs, draw);
   enqueue_task(current_runtime_stream(device.index()), name, std::move(task));

@@ -10,8 +10,7 @@
 //
 // try_enqueue_operator() returns queued == false, having changed nothing, when the plan says the
 // call cannot run this way (backend/executor/eligibility.h), or when CPU's argument checks failed
-// on stand-ins (backend/executor/stand_in_check.h: then `to_settle` is the plan, and written
-// arguments have been resized as the meta kernel says, as for a queued call); the caller then
+// on stand-ins (backend/executor/stand_in_check.h: then `to_settle` is the plan); the caller then
 // runs it synchronously (backend/ops/fallback.cpp) and, if that succeeds, calls
 // to_settle->settle_on_host.store(false).
 //

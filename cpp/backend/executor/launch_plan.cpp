@@ -1,5 +1,6 @@
 #include "backend/executor/launch_plan.h"
 
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <c10/util/accumulate.h>
 
@@ -14,36 +15,50 @@
 namespace vdev::backend {
 namespace {
 
-at::Tensor to_meta(const at::Tensor& t) {
-  if (!is_vdev_tensor(t)) return t;  // CPU scalars stay on the CPU: meta kernels accept them
+at::Tensor meta_like(const at::Tensor& t) {
   at::Tensor m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
   if (t.is_conj()) m._set_conj(true);
   if (t.is_neg()) m._set_neg(true);
   return m;
 }
 
-// Runs the operator on meta versions of its arguments and records its outputs' metadata in
-// `result` (result.ok: whether it worked and returned only tensors, tensor lists and None).
-void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
-              std::size_t nargs, LaunchPlan& result) {
+// CPU scalars stay on the CPU: meta kernels accept them, and some need their values.
+at::Tensor to_meta(const at::Tensor& t) { return is_vdev_tensor(t) ? meta_like(t) : t; }
+
+// Every defined tensor, CPU ones included: what the meta kernel can say from metadata alone.
+at::Tensor to_meta_all(const at::Tensor& t) { return t.defined() ? meta_like(t) : t; }
+
+// Runs the operator on its arguments with tensors mapped by `to_meta_fn`; the returns' metadata,
+// or nullopt when the call failed or returned something other than tensors, tensor lists and None.
+template <typename F>
+std::optional<std::vector<MetaReturn>> run_meta(const c10::OperatorHandle& op,
+                                                const torch::jit::Stack& stack, std::size_t first,
+                                                std::size_t nargs, F to_meta_fn) {
   torch::jit::Stack meta_stack;
   meta_stack.reserve(nargs);
+  const auto& args = op.schema().arguments();
   for (std::size_t i = first; i < first + nargs; ++i) {
+    const c10::Argument& a = args[i - first];
     if (stack[i].isGenerator()) {
       meta_stack.emplace_back();  // meta kernels draw nothing
+    } else if (is_written(a) && a.kwarg_only() && stack[i].isTensor() &&
+               stack[i].toTensor().defined()) {
+      // An out= argument as an empty tensor: the meta kernel sizes it without the resize warning
+      // (a Python decomposition words it wrongly; the executor raises CPU's, resize_written).
+      const at::Tensor& out = stack[i].toTensor();
+      meta_stack.emplace_back(at::empty({0}, out.options().device(c10::kMeta)));
     } else {
-      meta_stack.push_back(map_tensors(stack[i], to_meta));
+      meta_stack.push_back(map_tensors(stack[i], to_meta_fn));
     }
   }
   // Meta functions may repeat CUDA's nondeterminism alerts, which vdev raised at the call. Those
   // written in C++ are dropped here; Python ones (histc, median: device_hint() takes a meta tensor
-  // for a CUDA one) warn through their own binding's handler, which this cannot reach.
+  // for a CUDA one) warn through their own binding's handler, which this cannot reach. Their other
+  // warnings are dropped too: the call's own kernel raises CPU's (Python decompositions word some
+  // differently, the out= resize warning among them, which the executor raises itself).
   const SilenceNondeterminismAlerts alerted_at_the_call;
-  try {
-    op.callBoxed(&meta_stack);
-  } catch (const std::exception&) {
-    return;  // ok = false
-  }
+  if (!trial_succeeds([&] { op.callBoxed(&meta_stack); })) return std::nullopt;
+  std::vector<MetaReturn> returns;
   for (const c10::IValue& v : meta_stack) {
     MetaReturn r;
     if (v.isNone()) {
@@ -55,15 +70,54 @@ void run_meta(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std
       r.kind = MetaReturn::TensorList;
       for (const at::Tensor& t : v.toTensorVector()) r.tensors.push_back(describe(t));
     } else {
-      result.returns.clear();
-      return;  // a non-tensor result: not asynchronously
+      return std::nullopt;  // a non-tensor result: not asynchronously
     }
-    result.returns.push_back(std::move(r));
+    returns.push_back(std::move(r));
   }
-  result.ok = true;
+  return returns;
+}
+
+bool same_metadata(const std::vector<MetaReturn>& a, const std::vector<MetaReturn>& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i].kind != b[i].kind || a[i].tensors.size() != b[i].tensors.size()) return false;
+    for (std::size_t k = 0; k < a[i].tensors.size(); ++k) {
+      const MetaTensor& x = a[i].tensors[k];
+      const MetaTensor& y = b[i].tensors[k];
+      if (x.defined != y.defined || x.sizes != y.sizes || x.strides != y.strides ||
+          x.dtype != y.dtype) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Whether the returns' metadata depends on the values of a CPU tensor argument: the meta kernel
+// cannot give it (or gives another) when those tensors are meta tensors too. Wrapped numbers
+// (Python scalars) are values by design and are left out.
+bool returns_depend_on_cpu_values(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                  std::size_t first, std::size_t nargs,
+                                  const std::vector<MetaReturn>& with_cpu_values) {
+  bool any_cpu = false;
+  for (std::size_t i = first; i < first + nargs && !any_cpu; ++i) {
+    any_cpu = any_tensor(stack[i], [](const at::Tensor& t) {
+      return t.defined() && t.device().is_cpu() && !t.unsafeGetTensorImpl()->is_wrapped_number();
+    });
+  }
+  if (!any_cpu) return false;
+  const std::optional<std::vector<MetaReturn>> from_metadata =
+      run_meta(op, stack, first, nargs, to_meta_all);
+  return !from_metadata || !same_metadata(*from_metadata, with_cpu_values);
 }
 
 }  // namespace
+
+std::optional<std::vector<MetaReturn>> meta_returns(const c10::OperatorHandle& op,
+                                                    const torch::jit::Stack& stack,
+                                                    std::size_t first, std::size_t nargs) {
+  return run_meta(op, stack, first, nargs, to_meta);
+}
 
 std::optional<std::size_t> written_argument(const c10::FunctionSchema& s, const c10::Argument& r) {
   if (r.alias_info() == nullptr) return std::nullopt;
@@ -105,7 +159,11 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   auto plan = std::make_shared<LaunchPlan>();
   if (!eligible(schema, stack, first)) return plan;  // ok = false
   plan->task_name = intern_task_name(schema.name());
-  run_meta(op, stack, first, nargs, *plan);
+  if (std::optional<std::vector<MetaReturn>> returns = meta_returns(op, stack, first, nargs)) {
+    plan->ok = true;
+    plan->returns_from_cpu_values = returns_depend_on_cpu_values(op, stack, first, nargs, *returns);
+    plan->returns = std::move(*returns);
+  }
   if (plan->ok && returns_shaped_by_cpu(schema))
     shape_returns_as_cpu(op, stack, first, nargs, *plan);
   const auto& rets = schema.returns();
@@ -165,8 +223,18 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
       if (t.defined) output_elements += c10::multiply_integers(t.sizes);
     }
   }
-  if (!cpu_accepts_stand_ins(op, stack, first, nargs, output_elements)) {
+  std::vector<bool> undefined;
+  if (!cpu_accepts_stand_ins(op, stack, first, nargs, output_elements, &undefined)) {
     plan->settle_on_host.store(true);
+  }
+  // Returns CPU's kernel leaves undefined (by flags) are undefined on vdev too, not allocated.
+  for (std::size_t i = 0; i < undefined.size() && i < plan->returns.size(); ++i) {
+    MetaReturn& r = plan->returns[i];
+    if (undefined[i] && r.kind == MetaReturn::Tensor && r.tensors[0].defined &&
+        plan->aliased[i] < 0) {
+      r.tensors[0].defined = false;
+      plan->out_op.reset();  // an out= overload has no undefined outputs
+    }
   }
   return plan;
 }

@@ -50,6 +50,11 @@ struct LaunchPlan {
   // The Generator argument of a random operator: the task computes with an engine keyed by the
   // draw reserved when it is queued (backend/random/generator.h), never with this argument.
   std::optional<std::size_t> generator_arg;
+  // The output metadata depends on the values of a CPU tensor argument (x_vdev[cpu_bool_mask]:
+  // the meta kernel computes the mask's nonzero on the CPU). Such a plan is cached for what it
+  // decides from metadata (eligibility, the argument checks, out= overloads), and its `returns`
+  // are made again for every call (meta_returns).
+  bool returns_from_cpu_values = false;
   // The operator's name for its tasks and errors (interned: outlives the operator's schema).
   const char* task_name = "";
   // Set (by a stream worker) once the out= kernel refused its outputs: the functional form plus a
@@ -67,6 +72,12 @@ std::optional<std::size_t> written_argument(const c10::FunctionSchema& schema,
 
 // The position of the Generator argument in `schema`, if it has one (a random operator).
 std::optional<std::size_t> generator_argument(const c10::FunctionSchema& schema);
+
+// The returns' metadata of `op` applied to stack[first, first + nargs), by its meta kernel (CPU
+// tensor arguments as they are); nullopt when the meta kernel fails or returns a non-tensor.
+std::optional<std::vector<MetaReturn>> meta_returns(const c10::OperatorHandle& op,
+                                                    const torch::jit::Stack& stack,
+                                                    std::size_t first, std::size_t nargs);
 
 // The plan for `op` applied to stack[first, first + nargs).
 std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op,

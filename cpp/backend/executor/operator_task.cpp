@@ -23,6 +23,9 @@ void copy_result(at::Tensor dst, const at::Tensor& src) {
 void copy_results(const std::vector<c10::IValue>& dst, const torch::jit::Stack& src) {
   for (std::size_t i = 0; i < dst.size(); ++i) {
     if (dst[i].isTensor() && dst[i].toTensor().defined()) {
+      // An undefined return where the plan allocated one (flags CPU's kernel alone reads): the
+      // output is left as it is, as the operator computes nothing there.
+      if (!src[i].isTensor() || !src[i].toTensor().defined()) continue;
       copy_result(dst[i].toTensor(), src[i].toTensor());
     } else if (dst[i].isTensorList()) {
       const auto ds = dst[i].toTensorVector();
@@ -32,6 +35,26 @@ void copy_results(const std::vector<c10::IValue>& dst, const torch::jit::Stack& 
       for (std::size_t k = 0; k < ds.size(); ++k) copy_result(ds[k], ss[k]);
     }
   }
+}
+
+// Whether `written` still sees the bytes of `device_alias` the way the device tensor does. Some
+// out= kernels restride their out tensor (CPU's reflection and replication pads resize it to the
+// input's memory format) and then write that layout into bytes the device tensor reads in its own.
+// Strides of size-1 dimensions do not matter.
+bool kept_layout(const at::Tensor& written, const at::Tensor& device_alias) {
+  if (written.data_ptr() != device_alias.data_ptr() || written.sizes() != device_alias.sizes()) {
+    return false;
+  }
+  for (int64_t d = 0; d < written.dim(); ++d) {
+    if (written.size(d) > 1 && written.stride(d) != device_alias.stride(d)) return false;
+  }
+  return true;
+}
+
+// Puts what an out= kernel wrote through a restrided `written` into the device layout.
+void restore_layout(const at::Tensor& written, const at::Tensor& device_alias) {
+  const at::Tensor values = written.clone();  // the same bytes: read them all before writing
+  copy_result(device_alias, values);
 }
 
 // A vdev tensor as a CPU alias of its device bytes; a CPU tensor as a snapshot.
@@ -99,9 +122,20 @@ void OperatorTask::run() {
     // Separate alias objects: an out= kernel may resize them before failing, and `outputs` must
     // keep the device allocations' metadata for the fallback below.
     for (const c10::IValue& v : plan_->out_extra_args) stack.push_back(v);
-    for (const auto& o : outputs) stack.push_back(at::alias(o.toTensor()));
+    c10::SmallVector<at::Tensor, 2> written;
+    for (const auto& o : outputs) {
+      written.push_back(at::alias(o.toTensor()));
+      stack.push_back(written.back());
+    }
     try {
       plan_->out_op->callBoxed(&stack);
+      for (std::size_t i = 0; i < written.size(); ++i) {
+        if (!kept_layout(written[i], outputs[i].toTensor())) {
+          restore_layout(written[i], outputs[i].toTensor());
+          // Calls of this plan use the functional form and a copy from now on.
+          plan_->out_refused.store(true, std::memory_order_relaxed);
+        }
+      }
       return;
     } catch (const c10::Error& e) {
       if (!out_overload_refused(e)) throw;
@@ -141,9 +175,20 @@ torch::jit::Stack OperatorTask::make_args() const {
 void OperatorTask::run_mutating(const torch::jit::Stack& made, torch::jit::Stack& stack) {
   const std::vector<std::size_t>& out_args = plan_->out_args;
   if (!out_args.empty() && !plan_->out_refused.load(std::memory_order_relaxed)) {
-    for (std::size_t j : out_args) stack[j] = at::alias(made[j].toTensor());  // own metadata
+    c10::SmallVector<at::Tensor, 2> written;
+    for (std::size_t j : out_args) {
+      written.push_back(at::alias(made[j].toTensor()));  // own metadata
+      stack[j] = written.back();
+    }
     try {
       op_.callBoxed(&stack);
+      for (std::size_t k = 0; k < out_args.size(); ++k) {
+        const at::Tensor& device_alias = made[out_args[k]].toTensor();
+        if (!kept_layout(written[k], device_alias)) {
+          restore_layout(written[k], device_alias);
+          plan_->out_refused.store(true, std::memory_order_relaxed);  // temporaries from now on
+        }
+      }
       return;
     } catch (const c10::Error& e) {
       if (!out_overload_refused(e)) throw;

@@ -6,6 +6,7 @@
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -32,10 +33,10 @@ bool checked_on_stand_ins(const c10::OperatorHandle& op) {
          generator_argument(op.schema()).has_value();
 }
 
-// Size-1 stand-ins are unsafe where a kernel trusts a kernel_size argument against its weight's
+// Small stand-ins are unsafe where a kernel trusts a kernel_size argument against its weight's
 // sizes (CPU's slow_conv_transpose2d/3d and slow_conv3d run gemm over kernel_size without a check):
 // such operators go straight to the real sizes.
-bool size_one_round_is_safe(const c10::FunctionSchema& schema) {
+bool small_round_is_safe(const c10::FunctionSchema& schema) {
   for (const c10::Argument& a : schema.arguments()) {
     if (a.name() == "kernel_size") return false;
   }
@@ -45,21 +46,65 @@ bool size_one_round_is_safe(const c10::FunctionSchema& schema) {
 // The second round's stand-ins hold at most this many elements in all (64 MiB of float32).
 constexpr int64_t kFullSizeBudget = int64_t{1} << 24;
 
+// The sizes of the first round: every size of the call's vdev tensors mapped to the smallest
+// values that keep their order and equalities (0 and 1 stay; the others become 2, 3, ... in
+// increasing order). Sizes that are equal stay equal and sizes that differ stay different, so a
+// check that compares sizes (broadcasting, matching index shapes, a mask against its tensor)
+// decides as it does for the real call; collapsing every size to 1 made [2] and [3] broadcast.
+// The sizes of CPU tensor arguments (index tensors), which keep their real sizes and values, are
+// fixed points of the map, so vdev sizes keep their relation to those too.
+class SmallSizes {
+ public:
+  SmallSizes(const torch::jit::Stack& stack, std::size_t first, std::size_t nargs) {
+    std::vector<std::pair<int64_t, bool>> sizes;  // (size, fixed)
+    for (std::size_t i = first; i < first + nargs; ++i) {
+      for_each_tensor(stack[i], [&](const at::Tensor& t) {
+        if (!t.defined()) return;
+        const bool fixed = !is_vdev_tensor(t);
+        for (int64_t s : t.sizes()) {
+          if (s > 1) sizes.emplace_back(s, fixed);
+        }
+      });
+    }
+    // By size, a fixed occurrence first: a size is fixed if any CPU tensor has it.
+    std::sort(sizes.begin(), sizes.end(), [](const auto& a, const auto& b) {
+      return a.first < b.first || (a.first == b.first && a.second > b.second);
+    });
+    int64_t next = 2;  // never above the size it is given to, so fixed sizes stay reachable
+    for (const auto& [size, fixed] : sizes) {
+      if (!map_.empty() && map_.back().first == size) continue;
+      const int64_t to = fixed ? size : next;
+      map_.emplace_back(size, to);
+      next = to + 1;
+    }
+  }
+
+  int64_t operator()(int64_t s) const {
+    if (s <= 1) return s;
+    auto it = std::lower_bound(map_.begin(), map_.end(), std::make_pair(s, int64_t{0}));
+    return it->second;
+  }
+
+ private:
+  std::vector<std::pair<int64_t, int64_t>> map_;  // (size, small size), by size
+};
+
 // The stand-in of one vdev tensor (see the header); the same tensor passed twice gets the same one.
+// `small` maps the sizes of the first round; without it, stand-ins have the real sizes.
 class StandIns {
  public:
-  explicit StandIns(bool full_size) : full_size_(full_size) {}
+  explicit StandIns(const SmallSizes* small) : small_(small) {}
 
   at::Tensor of(const at::Tensor& t) {
     if (!is_vdev_tensor(t)) return t;  // undefined, or a CPU argument: the call's own
     auto it = made_.find(t.unsafeGetTensorImpl());
     if (it != made_.end()) return it->second;
     std::vector<int64_t> sizes(t.sizes().begin(), t.sizes().end());
-    if (!full_size_) {
-      for (int64_t& s : sizes) s = s == 0 ? 0 : 1;
+    if (small_ != nullptr) {
+      for (int64_t& s : sizes) s = (*small_)(s);
     }
     at::Tensor s = stand_in_like(t, sizes);
-    if (full_size_ && t.suggest_memory_format() != at::MemoryFormat::Contiguous) {
+    if (small_ == nullptr && t.suggest_memory_format() != at::MemoryFormat::Contiguous) {
       s = s.contiguous(t.suggest_memory_format());  // kernels pick their path by it
     }
     made_.emplace(t.unsafeGetTensorImpl(), s);
@@ -67,7 +112,7 @@ class StandIns {
   }
 
  private:
-  bool full_size_;
+  const SmallSizes* small_;
   std::unordered_map<const c10::TensorImpl*, at::Tensor> made_;
 };
 
@@ -82,14 +127,16 @@ int64_t vdev_elements(const torch::jit::Stack& stack, std::size_t first, std::si
   return n;
 }
 
-// One round: CPU's kernel on stand-ins (of size 1, or of the real sizes).
+// One round: CPU's kernel on stand-ins (small, or of the real sizes); on success, the
+// undefined single-tensor returns into `undefined_returns` (if given).
 bool trial_round(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
-                 std::size_t nargs, bool full_size) {
+                 std::size_t nargs, bool full_size, std::vector<bool>* undefined_returns) {
   const std::optional<std::size_t> g = generator_argument(op.schema());
   torch::jit::Stack trial_stack;
   trial_stack.reserve(nargs);
   try {
-    StandIns stand_ins(full_size);
+    const SmallSizes small(stack, first, nargs);
+    StandIns stand_ins(full_size ? nullptr : &small);
     for (std::size_t i = 0; i < nargs; ++i) {
       if (g && i == *g) {
         trial_stack.emplace_back(at::detail::createCPUGenerator());  // draws nothing of the user's
@@ -104,7 +151,14 @@ bool trial_round(const c10::OperatorHandle& op, const torch::jit::Stack& stack, 
   // Below autocast: CPU autocast on the host must not recast the stand-ins (the call was already
   // past vdev's own autocast).
   const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-  return trial_succeeds([&] { op.callBoxed(&trial_stack); });
+  if (!trial_succeeds([&] { op.callBoxed(&trial_stack); })) return false;
+  if (undefined_returns != nullptr) {
+    undefined_returns->clear();
+    for (const c10::IValue& r : trial_stack) {
+      undefined_returns->push_back(r.isNone() || (r.isTensor() && !r.toTensor().defined()));
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -135,19 +189,20 @@ bool trial_succeeds(const std::function<void()>& trial) {
 }
 
 bool cpu_accepts_stand_ins(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                           std::size_t first, std::size_t nargs, int64_t output_elements) {
+                           std::size_t first, std::size_t nargs, int64_t output_elements,
+                           std::vector<bool>* undefined_returns) {
   if (!checked_on_stand_ins(op)) return true;
-  if (size_one_round_is_safe(op.schema()) &&
-      trial_round(op, stack, first, nargs, /*full_size=*/false)) {
+  if (small_round_is_safe(op.schema()) &&
+      trial_round(op, stack, first, nargs, /*full_size=*/false, undefined_returns)) {
     return true;
   }
-  // Size-1 stand-ins fail many size checks that the real sizes pass (a pooling kernel of 3, a
+  // Small stand-ins fail many size checks that the real sizes pass (a pooling kernel of 3, a
   // layer norm over 768 features): a second round with the real sizes settles those without a
   // host wait, when they (inputs and outputs) are small enough to compute on the host once.
   if (!full_size_trial_affordable(vdev_elements(stack, first, nargs) + output_elements)) {
     return false;
   }
-  return trial_round(op, stack, first, nargs, /*full_size=*/true);
+  return trial_round(op, stack, first, nargs, /*full_size=*/true, undefined_returns);
 }
 
 bool may_settle_on_the_host() {

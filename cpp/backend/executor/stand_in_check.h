@@ -9,11 +9,14 @@
 // So, once per launch plan (plans are cached by call signature), CPU's kernel is run on the
 // calling thread on *stand-ins*: CPU tensors of the arguments' dtypes and dims, holding 1
 // (floating and complex) or 0 (integers, bool: a valid index, a false mask). Scalars, lists and
-// CPU arguments are the call's own. A first round uses stand-ins of size 1 (0 stays 0): cheap, and
-// whatever depends only on dtypes, dims and flags is decided exactly as CPU decides it for the
-// real call. Size-1 stand-ins fail many size checks that the real sizes pass (a pooling kernel of
-// 3, a layer norm over 768 features, groups, k of topk), so a failed first round is repeated with
-// stand-ins of the real sizes (and memory format), when they hold at most 2^24 elements in all.
+// CPU arguments are the call's own. A first round uses small stand-ins: every size of the call's
+// vdev tensors is replaced by the smallest value that keeps the sizes' order and equalities (0 and
+// 1 stay, the others become 2, 3, ...), so they are cheap, and whatever depends only on dtypes,
+// dims, flags and which sizes equal which (broadcasting, index shapes against each other and the
+// value) is decided exactly as CPU decides it for the real call. Small stand-ins fail many size
+// checks that the real sizes pass (a pooling kernel of 3, a layer norm over 768 features, groups,
+// k of topk), so a failed first round is repeated with stand-ins of the real sizes (and memory
+// format), when they hold at most 2^24 elements in all.
 //
 // Stand-ins can still fail where the real arguments would not (an integer division by the
 // stand-in's 0, arguments too large for the second round), so a failed check raises nothing
@@ -25,12 +28,12 @@
 //
 // Not checked (the call queues at once, errors come at a synchronize as before):
 //  * operators outside the aten namespace (a custom operator's kernel may have side effects);
-//  * backward operators: they trust sizes that the forward checked, and a size-1 stand-in against
+//  * backward operators: they trust sizes that the forward checked, and a small stand-in against
 //    the forward's lengths (ctc_loss's input_lengths) would make CPU's kernel read out of bounds;
 //  * random operators without a Generator argument: the trial would draw from CPU's default
 //    generator. With one, the trial gets a private generator;
 //  * assertions (_assert_async): the stand-in's 0 fails them, and CUDA queues them.
-// Operators with a kernel_size argument skip the size-1 round: CPU's slow_conv_transpose2d/3d and
+// Operators with a kernel_size argument skip the small round: CPU's slow_conv_transpose2d/3d and
 // slow_conv3d trust kernel_size against the weight's sizes and would read out of bounds.
 // Warnings raised by a trial are dropped (the real run raises them again); a TORCH_WARN_ONCE
 // reached first by a trial is spent there.
@@ -44,14 +47,19 @@
 
 #include <cstddef>
 #include <functional>
+#include <vector>
 
 namespace vdev::backend {
 
 // Whether CPU's kernel accepts stand-ins of stack[first, first + nargs) (true also when the
 // operator is not checked, see above); `output_elements` (from the meta kernel) counts towards the
-// second round's budget.
+// second round's budget. When a trial ran and passed, `undefined_returns` (if given) gets, per
+// return, whether CPU's kernel returned an undefined tensor there (the weights of
+// _native_multi_head_attention without need_weights, where the meta kernel says [0]): that
+// depends on flags, not values, so the call returns undefined there too, as on CPU and CUDA.
 bool cpu_accepts_stand_ins(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                           std::size_t first, std::size_t nargs, int64_t output_elements);
+                           std::size_t first, std::size_t nargs, int64_t output_elements,
+                           std::vector<bool>* undefined_returns = nullptr);
 
 // Whether a failed check may be settled now by running the call synchronously on its real
 // arguments: not in a sync debug mode.

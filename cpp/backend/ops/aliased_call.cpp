@@ -5,8 +5,10 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <c10/core/CPUAllocator.h>
 #include <c10/util/SmallVector.h>
 
+#include <cstring>
 #include <optional>
 #include <unordered_map>
 
@@ -54,30 +56,38 @@ void run_on_shared_aliases(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const std::size_t nargs = schema.arguments().size();
   const std::size_t first = stack->size() - nargs;
 
-  // One non-owning, non-resizable CPU Storage over each vdev Storage's bytes.
-  std::unordered_map<const c10::StorageImpl*, c10::Storage> shared;
+  // One CPU Storage over each vdev Storage's bytes, shared by every alias of it, so CPU's overlap
+  // checks see what overlaps. It is resizable when the device storage is: a kernel that grows an
+  // out= argument (cat(..., out=x)) moves that storage to host memory (CPU's resize copies the
+  // bytes), and it is copied back to the device afterwards, grown. CPU's kernel thus resizes, warns
+  // and checks in its own order, as CUDA's does on the host.
+  struct Shared {
+    c10::Storage cpu;
+    void* base;  // the kernel address it started at (null for a storage without bytes)
+  };
+  std::unordered_map<c10::StorageImpl*, Shared> shared;
   auto alias = [&](const at::Tensor& t) -> at::Tensor {
     if (!is_vdev_tensor(t)) return t;
     const c10::Storage& device_storage = t.storage();
     auto [it, inserted] = shared.try_emplace(device_storage.unsafeGetStorageImpl());
     if (inserted) {
-      void* base = vdev::rt::kernel_address(device_storage.data());
-      it->second = c10::Storage(c10::Storage::use_byte_size_t(), device_storage.nbytes(),
-                                at::DataPtr(base, c10::Device(c10::kCPU)), /*allocator=*/nullptr,
-                                /*resizable=*/false);
+      void* base = device_storage.data() == nullptr
+                       ? nullptr
+                       : vdev::rt::kernel_address(device_storage.data());
+      it->second.base = base;
+      it->second.cpu = c10::Storage(c10::Storage::use_byte_size_t(), device_storage.nbytes(),
+                                    at::DataPtr(base, c10::Device(c10::kCPU)),
+                                    c10::GetCPUAllocator(), device_storage.resizable());
     }
     at::Tensor a = at::empty({0}, t.options().device(c10::kCPU));
-    a.set_(it->second, t.storage_offset(), t.sizes(), t.strides());
+    a.set_(it->second.cpu, t.storage_offset(), t.sizes(), t.strides());
     if (t.is_conj()) a._set_conj(true);
     if (t.is_neg()) a._set_neg(true);
     return a;
   };
-  // Written single tensors, to carry back what the kernel does to their metadata: an empty one
-  // (an out= the kernel will size) is a resizable CPU tensor, copied back afterwards; the others
-  // are shared aliases, whose resizes within their storage are applied to the device tensor.
+  // Written single tensors, to carry back what the kernel does to their metadata and storage.
   struct Written {
     at::Tensor device, cpu;
-    bool fresh;
   };
   std::vector<Written> written;
   torch::jit::Stack cpu_stack;
@@ -85,31 +95,42 @@ void run_on_shared_aliases(const c10::OperatorHandle& op, torch::jit::Stack* sta
   for (std::size_t i = first; i < stack->size(); ++i) {
     const c10::IValue& v = (*stack)[i];
     if (is_written(schema.arguments()[i - first]) && v.isTensor() && is_vdev_tensor(v.toTensor())) {
-      const at::Tensor& t = v.toTensor();
-      const bool fresh = t.numel() == 0;
-      at::Tensor cpu = fresh ? at::empty({0}, t.options().device(c10::kCPU)) : alias(t);
-      written.push_back({t, cpu, fresh});
-      cpu_stack.emplace_back(cpu);
+      written.push_back({v.toTensor(), alias(v.toTensor())});
+      cpu_stack.emplace_back(written.back().cpu);
       continue;
     }
     cpu_stack.push_back(map_tensors(v, alias));
   }
+  // What the kernel did to the written arguments, carried to the device tensors (also when it then
+  // failed: CPU's cat resizes its out= before its overlap check raises, and so does CUDA's).
+  auto carry_back = [&] {
+    for (Written& w : written) {
+      c10::StorageImpl* device_storage = w.device.storage().unsafeGetStorageImpl();
+      Shared& sh = shared.at(device_storage);
+      if (sh.cpu.data() != sh.base) {  // grown into host memory: the device storage grows too
+        resize_storage_bytes(device_storage, sh.cpu.nbytes());
+        if (sh.cpu.nbytes() > 0) {
+          std::memcpy(vdev::rt::kernel_address(device_storage->data()), sh.cpu.data(),
+                      sh.cpu.nbytes());
+        }
+        sh.base = const_cast<void*>(sh.cpu.data());  // copied once, whichever view grew it
+      }
+      if (w.cpu.sizes() != w.device.sizes() || w.cpu.strides() != w.device.strides() ||
+          w.cpu.storage_offset() != w.device.storage_offset()) {
+        w.device.unsafeGetTensorImpl()->set_sizes_and_strides(w.cpu.sizes(), w.cpu.strides(),
+                                                              w.cpu.storage_offset());
+      }
+    }
+  };
   // CPU's kernel, with CPU's checks; below autocast (CPU autocast on the host must not recast).
-  {
+  try {
     const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     op.callBoxed(&cpu_stack);
+  } catch (...) {
+    carry_back();
+    throw;
   }
-  for (Written& w : written) {
-    if (w.fresh) {
-      resize_vdev_tensor(w.device, w.cpu.sizes(), std::nullopt);
-      w.device.unsafeGetTensorImpl()->set_sizes_and_strides(w.cpu.sizes(), w.cpu.strides());
-      if (w.cpu.numel() > 0) w.device.copy_(w.cpu);
-    } else if (w.cpu.sizes() != w.device.sizes() || w.cpu.strides() != w.device.strides() ||
-               w.cpu.storage_offset() != w.device.storage_offset()) {
-      w.device.unsafeGetTensorImpl()->set_sizes_and_strides(w.cpu.sizes(), w.cpu.strides(),
-                                                            w.cpu.storage_offset());
-    }
-  }
+  carry_back();
 
   std::vector<c10::IValue> results;
   results.reserve(schema.returns().size());

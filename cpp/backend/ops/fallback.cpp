@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "backend/common/alert_filter.h"
+#include "backend/common/optional_tensor_lists.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/executor/enqueue.h"
@@ -26,6 +27,7 @@
 #include "backend/ops/aliased_call.h"
 #include "backend/ops/device_rules.h"
 #include "backend/ops/empty_inputs.h"
+#include "backend/ops/index_masks.h"
 #include "backend/ops/nondeterministic_alerts.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
@@ -48,7 +50,9 @@ void key_generator_argument(const c10::OperatorHandle& op, torch::jit::Stack* st
 }
 
 void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  canonicalize_optional_tensor_lists(op, *stack);  // TorchScript's x[m]
   const std::optional<c10::Device> device = check_operator_devices(op, *stack);
+  expand_index_masks(op, *stack);  // x[mask]: the mask's indices, as CUDA makes them
   check_like_cpu_when_inputs_are_empty(op, *stack);
   alert_where_cuda_is_nondeterministic(op, *stack);
   const c10::OptionalDeviceGuard guard(device);

@@ -1,0 +1,70 @@
+"""Outputs keep the device tensor's layout whatever CPU's out= kernel does to its out tensor: some
+(reflection and replication pads, their backwards) restride it to the input's memory format and
+write that layout into the bytes; vdev then puts the values into the device layout and uses the
+functional form for that plan from then on (cpp/backend/executor/operator_task.cpp). The sweeps
+run PyTorch's operator database with channels-last and noncontiguous inputs against CPU, so no
+other operator does it unnoticed."""
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from sweeps import expected_failures, run_sweep
+
+DEV = "vdev"
+HERE = Path(__file__).resolve().parent
+FULL = os.environ.get("VDEV_OPINFO_FULL") == "1"
+
+PADS = {
+    "reflect 2d": ((1, 2, 2, 1), "reflect", 4),
+    "replicate 2d": ((1, 2, 2, 1), "replicate", 4),
+    "reflect 3d": ((1, 1, 2, 0, 1, 2), "reflect", 5),
+    "replicate 3d": ((1, 1, 2, 0, 1, 2), "replicate", 5),
+    "circular 2d": ((1, 2, 2, 1), "circular", 4),
+}
+
+
+def channels_last(t):
+    fmt = torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+    return t.contiguous(memory_format=fmt)
+
+
+@pytest.mark.parametrize("name", list(PADS))
+def test_padding_a_channels_last_input_matches_cpu_forward_and_backward(name):
+    pad, mode, dims = PADS[name]
+    torch.manual_seed(0)
+    x = channels_last(torch.randn((2, 3, 5, 6, 4)[:dims]))
+    for _ in range(2):  # the second call uses the plan the first one corrected
+        xc = x.clone().requires_grad_()
+        xv = x.to(DEV).requires_grad_()
+        fmt = torch.channels_last if dims == 4 else torch.channels_last_3d
+        assert xv.is_contiguous(memory_format=fmt)
+        yc, yv = F.pad(xc, pad, mode=mode), F.pad(xv, pad, mode=mode)
+        torch.testing.assert_close(yv.cpu(), yc, rtol=0, atol=0)
+        g = channels_last(torch.randn(yc.shape))
+        yc.backward(g)
+        yv.backward(g.to(DEV))
+        torch.testing.assert_close(xv.grad.cpu(), xc.grad, rtol=0, atol=0)
+
+
+def test_an_out_tensor_keeps_its_layout_and_gets_cpus_values():
+    x = channels_last(torch.randn(2, 3, 4, 5))
+    out = torch.empty(2, 3, 6, 7, device=DEV)  # contiguous
+    torch._C._nn.reflection_pad2d(x.to(DEV), (1, 1, 1, 1), out=out)
+    assert out.is_contiguous()  # CUDA's kernel keeps it; CPU's restrides its own out tensor
+    torch.testing.assert_close(out.cpu(), torch._C._nn.reflection_pad2d(x, (1, 1, 1, 1)))
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "noncontiguous"])
+def test_operators_match_cpu_with_inputs_of_other_layouts(layout):
+    samples = "1000000" if FULL else "2"
+    rows = run_sweep(HERE / "opinfo_sweep.py", "float32", samples, layout, min_rows=101)
+    status = {row["op"]: row for row in rows}
+    expected = expected_failures(HERE / "opinfo_expected_failures.txt", "float32")
+    failing = {op for op, row in status.items() if row["status"] == "fail"}
+    unexpected = {op: status[op]["msg"] for op in failing - expected.keys()}
+    assert not unexpected, "unexpected failures:\n" + "\n".join(
+        f"  {op}: {msg}" for op, msg in sorted(unexpected.items())
+    )
