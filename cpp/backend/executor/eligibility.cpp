@@ -6,6 +6,7 @@
 #include <string>
 #include <unordered_set>
 
+#include "backend/executor/host_checked_results.h"
 #include "backend/executor/tensor_args.h"
 
 namespace vdev::backend {
@@ -43,6 +44,7 @@ bool meta_disagrees_with_cpu(const c10::FunctionSchema& schema) {
 bool eligible(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
               std::size_t first) {
   if (meta_disagrees_with_cpu(schema)) return false;
+  if (reads_results_on_the_host(schema)) return false;  // synchronizes on CUDA too
   for (const c10::Argument& ret : schema.returns()) {
     const bool tensorish =
         base_kind(ret.type()) == c10::TypeKind::TensorType || is_tensor_list_type(ret.type());

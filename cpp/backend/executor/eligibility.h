@@ -4,9 +4,10 @@
 // Declined (the caller runs the operator synchronously instead): results that are not tensors,
 // tensor lists or None (bool, Scalar, int need values on the host); view results (a CPU copy
 // cannot alias device storage); Device arguments; mutated CPU tensors (a CPU argument is
-// snapshotted, so it must be read-only); tensors on a device other than vdev and CPU; and the
+// snapshotted, so it must be read-only); tensors on a device other than vdev and CPU; the
 // operators whose meta kernel disagrees with their CPU kernel on output shapes (found by the OpInfo
-// sweep, tests/ops/test_opinfo.py).
+// sweep, tests/ops/test_opinfo.py); and those whose CUDA kernel synchronizes to check its results
+// (backend/executor/host_checked_results.h).
 //
 // Thread rules: stateless.
 #pragma once

@@ -23,11 +23,13 @@
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/executor/enqueue.h"
+#include "backend/executor/host_checked_results.h"
 #include "backend/executor/launch_plan.h"
 #include "backend/ops/aliased_call.h"
 #include "backend/ops/device_rules.h"
 #include "backend/ops/empty_inputs.h"
 #include "backend/ops/index_masks.h"
+#include "backend/ops/missing_cuda_kernels.h"
 #include "backend/ops/nondeterministic_alerts.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
@@ -52,6 +54,7 @@ void key_generator_argument(const c10::OperatorHandle& op, torch::jit::Stack* st
 void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   canonicalize_optional_tensor_lists(op, *stack);  // TorchScript's x[m]
   const std::optional<c10::Device> device = check_operator_devices(op, *stack);
+  if (device) refuse_what_cuda_cannot_run(op, *stack);
   expand_index_masks(op, *stack);  // x[mask]: the mask's indices, as CUDA makes them
   check_like_cpu_when_inputs_are_empty(op, *stack);
   alert_where_cuda_is_nondeterministic(op, *stack);
@@ -85,6 +88,7 @@ void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   }
   // Synchronous path: computes on the calling thread, so first wait for queued work.
   if (device) sync_current_stream(*device);
+  check_before_cpu_lapack(op, *stack);
   const QuietSynchronizations quiet;  // its copies to and from the host were just noted with it
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
