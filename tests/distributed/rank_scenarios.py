@@ -255,6 +255,34 @@ def mismatch(rank: int, ws: int) -> dict:
     return out
 
 
+def _outcome(call) -> str | None:
+    """Runs `call` and synchronizes the device; the error raised (or None)."""
+    try:
+        call()
+        torch.vdev.synchronize()
+    except Exception as e:  # noqa: BLE001
+        return _error(e)
+    return None
+
+
+def mismatched_arguments(rank: int, ws: int) -> dict:
+    """Ranks agree on the collective and its tensors but not on its reduce op, then its root."""
+    dev = _device(rank)
+    torch.vdev.set_device(dev)
+    dist.init_process_group(
+        "vccl", rank=rank, world_size=ws, timeout=datetime.timedelta(seconds=10)
+    )
+    x = torch.full((4,), float(rank + 1), device=dev)
+    op = dist.ReduceOp.SUM if rank == 0 else dist.ReduceOp.MAX
+    out: dict = {"reduce_op": _outcome(lambda: dist.all_reduce(x, op=op))}
+    out["reduce_op_result"] = x.tolist()
+    # Each rank names itself as the root: a broadcast with no agreed source.
+    fresh = dist.new_group(list(range(ws)))
+    y = torch.full((4,), float(rank), device=dev)
+    out["root"] = _outcome(lambda: dist.broadcast(y, src=rank, group=fresh))
+    return out
+
+
 def rank_dies(rank: int, ws: int) -> dict:
     """The last rank exits after the group is up: the others fail within the timeout."""
     dev = _device(rank)

@@ -153,3 +153,20 @@ def test_failures_raise_on_the_other_ranks_within_the_timeout(scenario, tmp_path
         assert res["seconds"] < 30  # the group's timeout is 10 s: it must not be exceeded much
         assert res["kept"] == [0.0, 1.0, 2.0, 3.0, 4.0]
         assert res["device_works"] == [2.0, 2.0, 2.0]
+
+
+def test_ranks_that_pass_different_reduce_ops_or_roots_raise_on_every_rank(tmp_path):
+    results = run_ranks("mismatched_arguments", 2, tmp_path, timeout=120)
+    for r, rank in enumerate(results):
+        res = rank.result
+        assert rank.returncode == 0, rank.stderr[-3000:]
+        assert "error" not in res, res.get("traceback")
+        # No half-SUM, half-MAX result: the collective raises before any data moves.
+        err = res["reduce_op"]
+        assert err and err.startswith("RuntimeError"), err
+        assert "called different collectives" in err
+        assert "with ReduceOp.SUM" in err and "with ReduceOp.MAX" in err, err
+        assert res["reduce_op_result"] == [r + 1.0] * 4
+        err = res["root"]
+        assert err and "called different collectives" in err, err
+        assert "rooted at rank 0" in err and "rooted at rank 1" in err, err

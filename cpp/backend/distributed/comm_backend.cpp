@@ -47,6 +47,18 @@ void check_list_size(std::size_t got, int expected, const char* what, const char
                     " must hold world_size (", expected, ") tensors, got ", got);
 }
 
+// A call's reduce op and root go into the fingerprint: ranks that pass different ones raise.
+template <typename S>
+S reducing(S s, const c10d::ReduceOp& op) {
+  s.reduce_op = static_cast<int64_t>(op.op_);
+  return s;
+}
+template <typename S>
+S rooted(S s, int64_t root) {
+  s.root = root;
+  return s;
+}
+
 std::vector<std::vector<AliasSpec>> alias_specs(const std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<std::vector<AliasSpec>> specs(lists.size());
   for (std::size_t i = 0; i < lists.size(); ++i) {
@@ -66,37 +78,54 @@ std::vector<std::vector<at::Tensor>> make_aliases(
   return lists;
 }
 
-using Fingerprint = std::array<int64_t, 4>;
+// What every rank must agree on for a collective: op type, dtype, number of tensors and of
+// elements of the tensors that must agree, reduce op and root rank (-1 where they do not apply).
+constexpr std::size_t kPrintFields = 6;
+using Fingerprint = std::array<int64_t, kPrintFields>;
+enum PrintField : std::size_t { kType, kDtype, kTensors, kElements, kReduceOp, kRoot };
 
-Fingerprint fingerprint(c10d::OpType type, const std::vector<at::Tensor>& agreeing) {
-  Fingerprint f{static_cast<int64_t>(type), -1, static_cast<int64_t>(agreeing.size()), 0};
+Fingerprint fingerprint(c10d::OpType type, const std::vector<at::Tensor>& agreeing,
+                        int64_t reduce_op, int64_t root) {
+  Fingerprint f{
+      static_cast<int64_t>(type), -1, static_cast<int64_t>(agreeing.size()), 0, reduce_op, root};
   for (const at::Tensor& t : agreeing) {
-    f[1] = static_cast<int64_t>(t.scalar_type());
-    f[3] += t.numel();
+    f[kDtype] = static_cast<int64_t>(t.scalar_type());
+    f[kElements] += t.numel();
   }
   return f;
 }
 
+const char* reduce_op_name(int64_t op) {
+  static constexpr const char* kNames[] = {"SUM",  "AVG", "PRODUCT", "MIN",        "MAX",
+                                           "BAND", "BOR", "BXOR",    "PREMUL_SUM", "UNUSED"};
+  return op >= 0 && op < 10 ? kNames[op] : "(mixed)";
+}
+
 std::string describe(const Fingerprint& f) {
-  std::string s = c10d::opTypeToString(static_cast<c10d::OpType>(f[0]));
-  if (f[1] >= 0) {
-    s += c10::str(" of ", f[2], " tensor(s) of ", c10::toString(static_cast<c10::ScalarType>(f[1])),
-                  " with ", f[3], " element(s)");
+  std::string s = c10d::opTypeToString(static_cast<c10d::OpType>(f[kType]));
+  if (f[kDtype] >= 0) {
+    s += c10::str(" of ", f[kTensors], " tensor(s) of ",
+                  c10::toString(static_cast<c10::ScalarType>(f[kDtype])), " with ", f[kElements],
+                  " element(s)");
   }
+  if (f[kReduceOp] != -1) s += c10::str(" with ReduceOp.", reduce_op_name(f[kReduceOp]));
+  if (f[kRoot] >= 0) s += c10::str(" rooted at rank ", f[kRoot]);
   return s;
 }
 
-// Every rank all-gathers its fingerprint (4 int64, so Gloo never sees a size mismatch here) and
-// raises if any rank called something else.
+// Every rank all-gathers its fingerprint (kPrintFields int64, so Gloo never sees a size mismatch
+// here) and raises if any rank called something else.
 void check_ranks_agree(c10d::Backend& gloo, const Fingerprint& mine, const char* name) {
   const int size = gloo.getSize();
-  at::Tensor in = at::empty({4}, at::kLong);
+  constexpr auto n = static_cast<int64_t>(kPrintFields);
+  at::Tensor in = at::empty({n}, at::kLong);
   std::copy(mine.begin(), mine.end(), in.data_ptr<int64_t>());
-  at::Tensor all = at::empty({size * 4}, at::kLong);
+  at::Tensor all = at::empty({size * n}, at::kLong);
   gloo._allgather_base(all, in)->wait();
   const int64_t* p = all.const_data_ptr<int64_t>();
   for (int r = 0; r < size; ++r) {
-    Fingerprint theirs{p[4 * r], p[4 * r + 1], p[4 * r + 2], p[4 * r + 3]};
+    Fingerprint theirs;
+    std::copy(p + n * r, p + n * (r + 1), theirs.begin());
     TORCH_CHECK(theirs == mine, "vccl ", name, ": the ranks called different collectives: rank ",
                 gloo.getRank(), " called ", describe(mine), ", rank ", r, " called ",
                 describe(theirs), " (a collective mismatch in the program; no data was moved)");
@@ -223,7 +252,7 @@ c10::intrusive_ptr<c10d::Work> CommBackend::submit(Submission s, Launch launch) 
   }
   Pending op{alias_specs(s.args), std::move(launch), std::nullopt};
   if (s.type != c10d::OpType::SEND && s.type != c10d::OpType::RECV) {
-    op.print = fingerprint(s.type, s.agreeing);
+    op.print = fingerprint(s.type, s.agreeing, s.reduce_op, s.root);
   }
   if (coalescing_) {
     coalesced_.push_back(std::move(op));
@@ -258,11 +287,13 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
     print = ops[0].print;
   } else if (!ops.empty() &&
              std::all_of(ops.begin(), ops.end(), [](const Pending& p) { return p.print; })) {
-    print = Fingerprint{static_cast<int64_t>(type), -1, 0, 0};
+    print = Fingerprint{static_cast<int64_t>(type), -1, 0, 0, (*ops[0].print)[kReduceOp], -1};
     for (const Pending& p : ops) {
-      (*print)[1] = (*p.print)[1];
-      (*print)[2] += (*p.print)[2];
-      (*print)[3] += (*p.print)[3];
+      (*print)[kDtype] = (*p.print)[kDtype];
+      (*print)[kTensors] += (*p.print)[kTensors];
+      (*print)[kElements] += (*p.print)[kElements];
+      // A batch whose reductions differ in op is described as mixed, and compared as such.
+      if ((*p.print)[kReduceOp] != (*print)[kReduceOp]) (*print)[kReduceOp] = -2;
     }
   }
   enqueue_task(comm, name,
@@ -368,30 +399,42 @@ c10::intrusive_ptr<c10d::Work> CommBackend::endCoalescing() {
 
 c10::intrusive_ptr<c10d::Work> CommBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
-  return submit({c10d::OpType::BROADCAST, "c10d::broadcast", {tensors}, tensors, tensors},
-                [opts](c10d::Backend& g, TensorLists& a) { return g.broadcast(a[0], opts); });
+  return submit(
+      rooted(Submission{c10d::OpType::BROADCAST, "c10d::broadcast", {tensors}, tensors, tensors},
+             opts.rootRank),
+      [opts](c10d::Backend& g, TensorLists& a) { return g.broadcast(a[0], opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::AllreduceOptions& opts) {
   check_reduce_op(opts.reduceOp, "allreduce");
-  return submit({c10d::OpType::ALLREDUCE, "c10d::allreduce", {tensors}, tensors, tensors},
-                [opts](c10d::Backend& g, TensorLists& a) { return g.allreduce(a[0], opts); });
+  return submit(
+      reducing(Submission{c10d::OpType::ALLREDUCE, "c10d::allreduce", {tensors}, tensors, tensors},
+               opts.reduceOp),
+      [opts](c10d::Backend& g, TensorLists& a) { return g.allreduce(a[0], opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   check_reduce_op(opts.reduceOp, "allreduce_coalesced");
   return submit(
-      {c10d::OpType::ALLREDUCE_COALESCED, "c10d::allreduce_coalesced", {tensors}, tensors, tensors},
+      reducing(Submission{c10d::OpType::ALLREDUCE_COALESCED,
+                          "c10d::allreduce_coalesced",
+                          {tensors},
+                          tensors,
+                          tensors},
+               opts.reduceOp),
       [opts](c10d::Backend& g, TensorLists& a) { return g.allreduce_coalesced(a[0], opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::reduce(std::vector<at::Tensor>& tensors,
                                                    const c10d::ReduceOptions& opts) {
   check_reduce_op(opts.reduceOp, "reduce");
-  return submit({c10d::OpType::REDUCE, "c10d::reduce", {tensors}, tensors, tensors},
-                [opts](c10d::Backend& g, TensorLists& a) { return g.reduce(a[0], opts); });
+  return submit(
+      rooted(reducing(Submission{c10d::OpType::REDUCE, "c10d::reduce", {tensors}, tensors, tensors},
+                      opts.reduceOp),
+             opts.rootRank),
+      [opts](c10d::Backend& g, TensorLists& a) { return g.reduce(a[0], opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -465,7 +508,9 @@ c10::intrusive_ptr<c10d::Work> CommBackend::gather(std::vector<std::vector<at::T
   TensorLists args{inputs};
   args.insert(args.end(), outputs.begin(), outputs.end());
   std::vector<at::Tensor> result = outputs.empty() ? std::vector<at::Tensor>{} : outputs[0];
-  return submit({c10d::OpType::GATHER, "c10d::gather", std::move(args), std::move(result), inputs},
+  return submit(rooted(Submission{c10d::OpType::GATHER, "c10d::gather", std::move(args),
+                                  std::move(result), inputs},
+                       opts.rootRank),
                 [opts](c10d::Backend& g, TensorLists& a) {
                   TensorLists out(a.begin() + 1, a.end());
                   return g.gather(out, a[0], opts);
@@ -481,11 +526,13 @@ c10::intrusive_ptr<c10d::Work> CommBackend::scatter(std::vector<at::Tensor>& out
   }
   TensorLists args{outputs};
   args.insert(args.end(), inputs.begin(), inputs.end());
-  return submit({c10d::OpType::SCATTER, "c10d::scatter", std::move(args), outputs, outputs},
-                [opts](c10d::Backend& g, TensorLists& a) {
-                  TensorLists in(a.begin() + 1, a.end());
-                  return g.scatter(a[0], in, opts);
-                });
+  return submit(
+      rooted(Submission{c10d::OpType::SCATTER, "c10d::scatter", std::move(args), outputs, outputs},
+             opts.rootRank),
+      [opts](c10d::Backend& g, TensorLists& a) {
+        TensorLists in(a.begin() + 1, a.end());
+        return g.scatter(a[0], in, opts);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::reduce_scatter(
@@ -498,12 +545,13 @@ c10::intrusive_ptr<c10d::Work> CommBackend::reduce_scatter(
   check_list_size(inputs[0].size(), size_, "the input list", "reduce_scatter");
   TensorLists args{outputs};
   args.insert(args.end(), inputs.begin(), inputs.end());
-  return submit(
-      {c10d::OpType::REDUCE_SCATTER, "c10d::reduce_scatter", std::move(args), outputs, outputs},
-      [opts](c10d::Backend& g, TensorLists& a) {
-        TensorLists in(a.begin() + 1, a.end());
-        return g.reduce_scatter(a[0], in, opts);
-      });
+  return submit(reducing(Submission{c10d::OpType::REDUCE_SCATTER, "c10d::reduce_scatter",
+                                    std::move(args), outputs, outputs},
+                         opts.reduceOp),
+                [opts](c10d::Backend& g, TensorLists& a) {
+                  TensorLists in(a.begin() + 1, a.end());
+                  return g.reduce_scatter(a[0], in, opts);
+                });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::_reduce_scatter_base(
@@ -512,11 +560,12 @@ c10::intrusive_ptr<c10d::Work> CommBackend::_reduce_scatter_base(
   TORCH_CHECK_VALUE(input.numel() == output.numel() * size_, "vccl reduce_scatter_tensor: the ",
                     "input must have world_size (", size_, ") times the output's ", output.numel(),
                     " elements, got ", input.numel());
-  return submit({c10d::OpType::_REDUCE_SCATTER_BASE,
-                 "c10d::_reduce_scatter_base",
-                 {{output, input}},
-                 {output},
-                 {output}},
+  return submit(reducing(Submission{c10d::OpType::_REDUCE_SCATTER_BASE,
+                                    "c10d::_reduce_scatter_base",
+                                    {{output, input}},
+                                    {output},
+                                    {output}},
+                         opts.reduceOp),
                 [opts](c10d::Backend& g, TensorLists& a) {
                   at::Tensor out = a[0][0].view({-1}), in = a[0][1].view({-1});
                   return g._reduce_scatter_base(out, in, opts);
@@ -527,11 +576,12 @@ c10::intrusive_ptr<c10d::Work> CommBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   check_reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
-  return submit({c10d::OpType::COALESCED,
-                 "c10d::reduce_scatter_tensor_coalesced",
-                 {outputs, inputs},
-                 outputs,
-                 outputs},
+  return submit(reducing(Submission{c10d::OpType::COALESCED,
+                                    "c10d::reduce_scatter_tensor_coalesced",
+                                    {outputs, inputs},
+                                    outputs,
+                                    outputs},
+                         opts.reduceOp),
                 [opts](c10d::Backend& g, TensorLists& a) {
                   return g.reduce_scatter_tensor_coalesced(a[0], a[1], opts);
                 });

@@ -23,7 +23,8 @@
 // a pending send or recv, as NCCL's collective and p2p streams are not: Work.wait() orders them.
 //
 // Before a collective's data moves, the ranks compare what they called (op, dtype, number of
-// tensors and elements of the tensors that must agree) with a small Gloo all-gather on the same
+// tensors and elements of the tensors that must agree, reduce op, root rank) with a small Gloo
+// all-gather on the same
 // task: a mismatch raises on every rank, naming both sides. Without it, Gloo's transport aborts
 // the process that receives more bytes than it expects (gloo::EnforceNotMet in its I/O thread).
 // Sends and receives are not compared (their sizes may differ by design: the receiver's buffer).
@@ -133,8 +134,9 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
   // tensors), later entries the nested lists (one per rank or per input).
   using TensorLists = std::vector<std::vector<at::Tensor>>;
   using Launch = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, TensorLists&)>;
-  // What every rank must agree on for a collective (op, dtype, tensors, elements).
-  using Fingerprint = std::array<int64_t, 4>;
+  // What every rank must agree on for a collective (op, dtype, tensors, elements, reduce op,
+  // root); comm_backend.cpp names the fields.
+  using Fingerprint = std::array<int64_t, 6>;
   struct Pending {
     std::vector<std::vector<AliasSpec>> args;
     Launch launch;
@@ -147,6 +149,8 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
     std::vector<at::Tensor> outputs;   // what the Work's result() and Future hold
     std::vector<at::Tensor> agreeing;  // the tensors whose dtype and size every rank shares
     bool host_waits = false;
+    int64_t reduce_op = -1;  // the ReduceOp every rank passes (-1: not a reduction)
+    int64_t root = -1;       // the root rank every rank names (-1: not rooted)
   };
 
   c10::intrusive_ptr<c10d::Work> submit(Submission s, Launch launch);
