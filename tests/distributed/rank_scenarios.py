@@ -283,6 +283,49 @@ def mismatched_arguments(rank: int, ws: int) -> dict:
     return out
 
 
+def bad_calls(rank: int, ws: int) -> dict:
+    """Calls whose arguments are wrong raise at the call on the rank that made them, and the
+    group goes on working; calls that NCCL runs and Gloo alone would not, compute as NCCL does."""
+    dev = _device(rank)
+    torch.vdev.set_device(dev)
+    dist.init_process_group(
+        "vccl", rank=rank, world_size=ws, timeout=datetime.timedelta(seconds=10)
+    )
+    out: dict = {}
+
+    def at_call(name, call):
+        try:
+            call()
+            out[name] = None
+        except Exception as e:  # noqa: BLE001
+            out[name] = _error(e)
+        torch.vdev.synchronize()  # nothing was queued: nothing fails later either
+
+    x = torch.ones(4, device=dev)
+    at_call("broadcast_src", lambda: dist.broadcast(x, src=ws + 3))
+    f8 = torch.ones(4).to(torch.float8_e4m3fn).to(dev)
+    at_call("float8_all_reduce", lambda: dist.all_reduce(f8))
+    at_call("bool_avg", lambda: dist.all_reduce(x.bool(), op=dist.ReduceOp.AVG))
+    at_call("float_band", lambda: dist.all_reduce(x, op=dist.ReduceOp.BAND))
+    at_call("int16", lambda: dist.all_reduce(x.short()))
+    at_call("send_peer", lambda: dist.send(x, dst=ws + 3))
+    # NCCL's semantics: an integer AVG is the sum divided by the group's size, rounded toward zero;
+    # a bool SUM is a logical or; float8 tensors move as bytes.
+    i = torch.tensor([rank + 1, -(rank + 1) * 3, 7 * rank], device=dev)
+    dist.all_reduce(i, op=dist.ReduceOp.AVG)
+    out["int_avg"] = i.tolist()
+    b = torch.tensor([rank == 0, True, False], device=dev)
+    dist.all_reduce(b)
+    out["bool_sum"] = b.tolist()
+    f8 = torch.full((4,), 1.5 + rank).to(torch.float8_e4m3fn).to(dev)
+    dist.broadcast(f8, src=ws - 1)
+    out["float8_broadcast"] = f8.float().tolist()
+    y = torch.full((2,), float(rank + 1), device=dev)
+    dist.all_reduce(y)
+    out["after"] = y.tolist()
+    return out
+
+
 def rank_dies(rank: int, ws: int) -> dict:
     """The last rank exits after the group is up: the others fail within the timeout."""
     dev = _device(rank)

@@ -170,3 +170,31 @@ def test_ranks_that_pass_different_reduce_ops_or_roots_raise_on_every_rank(tmp_p
         err = res["root"]
         assert err and "called different collectives" in err, err
         assert "rooted at rank 0" in err and "rooted at rank 1" in err, err
+
+
+def test_bad_arguments_raise_at_the_call_and_the_group_keeps_working(tmp_path):
+    results = run_ranks("bad_calls", 2, tmp_path, timeout=120)
+    ws = len(results)
+    for rank in results:
+        res = rank.result
+        assert rank.returncode == 0, rank.stderr[-3000:]
+        assert "error" not in res, res.get("traceback")
+        # NCCL: ncclInvalidArgument ("invalid root"), which torch raises as DistBackendError.
+        assert res["broadcast_src"].startswith("DistBackendError"), res
+        assert "invalid root rank: 5 (root should be in the 0..1 range)" in res["broadcast_src"]
+        assert res["float8_all_reduce"].startswith("RuntimeError"), res
+        assert "Unsupported Float8 type for vccl reduction" in res["float8_all_reduce"]
+        assert res["bool_avg"].startswith("TypeError"), res
+        assert "Cannot use ReduceOp.AVG with boolean inputs" in res["bool_avg"]
+        assert res["float_band"].startswith("RuntimeError"), res
+        assert "Cannot use ReduceOp.BAND with non-integral dtype" in res["float_band"]
+        assert res["int16"].startswith("TypeError"), res
+        assert "not supported for vccl process group: Short" in res["int16"]
+        assert res["send_peer"].startswith("ValueError"), res
+        assert "invalid peer rank: 5" in res["send_peer"]
+        # rank r contributes [r + 1, -3 (r + 1), 7 r]
+        sums = [ws * (ws + 1) // 2, -3 * ws * (ws + 1) // 2, 7 * ws * (ws - 1) // 2]
+        assert res["int_avg"] == [int(v / ws) for v in sums]  # rounded toward zero
+        assert res["bool_sum"] == [True, True, False]
+        assert res["float8_broadcast"] == [1.5 + ws - 1] * 4
+        assert res["after"] == [float(sum(range(1, ws + 1)))] * 2

@@ -4,8 +4,12 @@
 // own CUDA stream.
 //
 // A collective called on the host:
-//   1. checks its tensors as NCCL does (vdev, on the group's device, dense, contiguous, a reduce
-//      op Gloo has) and raises at the call;
+//   1. checks its arguments and raises at the call, with NCCL's exception type and message (or
+//      Gloo's where vccl is stricter than NCCL): tensors (vdev, on the group's device, dense,
+//      contiguous, one of NCCL's dtypes), root and peer ranks, list lengths, sizes and dtypes,
+//      and the reduce op against the dtype. Whatever depends only on the arguments is checked
+//      here, before anything is queued, so a bad call leaves the group working (Gloo's own
+//      checks would run inside the queued task and break the group);
 //   2. makes the comm stream wait for the work queued so far on the caller's current stream;
 //   3. declares every tensor used on the comm stream (record_stream: the caching allocator does
 //      not reuse the memory before the collective has finished, even if the caller frees it);
@@ -134,6 +138,9 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
   // tensors), later entries the nested lists (one per rank or per input).
   using TensorLists = std::vector<std::vector<at::Tensor>>;
   using Launch = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, TensorLists&)>;
+  // Runs on the comm stream's task once Gloo's work is done, on the same aliases (integer AVG's
+  // division).
+  using Finish = std::function<void(TensorLists&)>;
   // What every rank must agree on for a collective (op, dtype, tensors, elements, reduce op,
   // root); comm_backend.cpp names the fields.
   using Fingerprint = std::array<int64_t, 6>;
@@ -141,6 +148,7 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
     std::vector<std::vector<AliasSpec>> args;
     Launch launch;
     std::optional<Fingerprint> print;  // none: not compared (send, recv)
+    Finish finish;                     // may be empty
   };
   struct Submission {
     c10d::OpType type;
@@ -151,6 +159,7 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
     bool host_waits = false;
     int64_t reduce_op = -1;  // the ReduceOp every rank passes (-1: not a reduction)
     int64_t root = -1;       // the root rank every rank names (-1: not rooted)
+    Finish finish;           // may be empty
   };
 
   c10::intrusive_ptr<c10d::Work> submit(Submission s, Launch launch);
