@@ -218,6 +218,24 @@ def sharded(rank: int, ws: int) -> dict:
     return out
 
 
+def ddp_default_backend(rank: int, ws: int) -> dict:
+    """The CUDA recipe with only the device changed: init_process_group with neither backend nor
+    device_id (env init), then DistributedDataParallel with device_ids, on the default group and
+    on a subgroup made with no backend either."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group(rank=rank, world_size=ws)
+    dev = torch.device("vdev", rank)
+    out: dict = {"backend": dist.get_backend_config()}
+    for name, group in (("world", None), ("subgroup", dist.new_group(list(range(ws))))):
+        model = DistributedDataParallel(_mlp().to(dev), device_ids=[rank], process_group=group)
+        x, y = _mlp_batches(rank, 1)[0]
+        ((model(x.to(dev)) - y.to(dev)) ** 2).mean().backward()
+        out[name] = [p.grad.cpu().flatten().tolist() for p in model.parameters()]
+    dist.destroy_process_group()
+    return out
+
+
 def _failing_all_reduce(x: torch.Tensor) -> dict:
     """All-reduces `x` and reads it back; returns the error raised (or None) and the seconds."""
     start = time.monotonic()

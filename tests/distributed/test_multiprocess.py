@@ -11,6 +11,7 @@ from functools import reduce
 
 import pytest
 
+from rank_scenarios import _mlp, _mlp_batches
 from ranks import run_ranks
 
 SIZES = [2, 4] if os.environ.get("VDEV_DIST_FULL") == "1" else [2]
@@ -198,3 +199,25 @@ def test_bad_arguments_raise_at_the_call_and_the_group_keeps_working(tmp_path):
         assert res["bool_sum"] == [True, True, False]
         assert res["float8_broadcast"] == [1.5 + ws - 1] * 4
         assert res["after"] == [float(sum(range(1, ws + 1)))] * 2
+
+
+def test_ddp_with_no_backend_and_no_device_id_as_on_cuda(tmp_path):
+    """init_process_group(rank=, world_size=) then DDP(device_ids=[rank]): CUDA's recipe works on
+    vdev (torch picks the accelerator's backend, vccl, and makes it the group's default)."""
+    results = run_ranks("ddp_default_backend", 2, tmp_path, timeout=120)
+    ws = len(results)
+    grads = []
+    for r in range(ws):  # DDP averages the ranks' gradients
+        model = _mlp()
+        x, y = _mlp_batches(r, 1)[0]
+        ((model(x) - y) ** 2).mean().backward()
+        grads.append([p.grad.flatten() for p in model.parameters()])
+    expected = [(sum(g[i] for g in grads) / ws).tolist() for i in range(len(grads[0]))]
+    for rank in results:
+        res = rank.result
+        assert rank.returncode == 0, rank.stderr[-3000:]
+        assert "error" not in res, res.get("traceback")
+        assert res["backend"] == "vdev:vccl"
+        for name in ("world", "subgroup"):
+            for got, want in zip(res[name], expected, strict=True):
+                assert got == pytest.approx(want, rel=1e-5, abs=1e-6), name
