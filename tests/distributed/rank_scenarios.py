@@ -344,6 +344,19 @@ def bad_calls(rank: int, ws: int) -> dict:
     return out
 
 
+def same_device(rank: int, ws: int) -> dict:
+    """Every rank on vdev:0 (a program that forgot set_device(local_rank)): NCCL refuses."""
+    torch.vdev.set_device(0)
+    dist.init_process_group(
+        "vccl", rank=rank, world_size=ws, timeout=datetime.timedelta(seconds=10)
+    )
+    x = torch.ones(4, device="vdev:0")
+    out: dict = {"first": _outcome(lambda: dist.all_reduce(x))}
+    out["again"] = _outcome(lambda: dist.all_reduce(x))
+    out["x"] = x.tolist()  # nothing was queued
+    return out
+
+
 def rank_dies(rank: int, ws: int) -> dict:
     """The last rank exits after the group is up: the others fail within the timeout."""
     dev = _device(rank)

@@ -221,3 +221,18 @@ def test_ddp_with_no_backend_and_no_device_id_as_on_cuda(tmp_path):
         for name in ("world", "subgroup"):
             for got, want in zip(res[name], expected, strict=True):
                 assert got == pytest.approx(want, rel=1e-5, abs=1e-6), name
+
+
+def test_two_ranks_on_one_device_raise_as_nccl_does(tmp_path):
+    results = run_ranks("same_device", 2, tmp_path, timeout=120)
+    for r, rank in enumerate(results):
+        res = rank.result
+        assert rank.returncode == 0, rank.stderr[-3000:]
+        assert "error" not in res, res.get("traceback")
+        for key in ("first", "again"):
+            err = res[key]
+            assert err and err.startswith("DistBackendError"), err
+            assert (
+                f"Duplicate GPU detected : rank {r} and rank {1 - r} both on vdev device 0" in err
+            )
+        assert res["x"] == [1.0] * 4

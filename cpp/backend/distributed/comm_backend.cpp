@@ -8,7 +8,11 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/distributed/c10d/Utils.hpp>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -269,6 +273,20 @@ void check_ranks_agree(c10d::Backend& gloo, const Fingerprint& mine, const char*
   }
 }
 
+// This host, as NCCL tells hosts apart (its getHostHash): the host name and the kernel's boot id.
+int64_t host_id() {
+  static const int64_t id = [] {
+    std::string key(256, '\0');
+    if (gethostname(key.data(), key.size()) != 0) key = "unknown-host";
+    key.resize(key.find('\0') == std::string::npos ? key.size() : key.find('\0'));
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string boot_id;
+    std::getline(boot, boot_id);
+    return static_cast<int64_t>(std::hash<std::string>{}(key + "/" + boot_id));
+  }();
+  return id;
+}
+
 c10::intrusive_ptr<c10::ivalue::Future> new_future(c10::DeviceIndex device) {
   return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
                                                   std::vector<c10::Device>{{kVdev, device}});
@@ -352,6 +370,33 @@ c10::DeviceIndex CommBackend::device_of_locked(const TensorLists& args, const ch
   return c10::impl::getDeviceGuardImpl(kVdev)->getDevice().index();
 }
 
+void CommBackend::check_devices_distinct_locked(c10::DeviceIndex device, const char* name) {
+  if (devices_distinct_) return;
+  if (size_ > 1) {
+    at::Tensor mine = at::empty({2}, at::kLong);
+    mine.data_ptr<int64_t>()[0] = host_id();
+    mine.data_ptr<int64_t>()[1] = device;
+    at::Tensor all = at::empty({2 * static_cast<int64_t>(size_)}, at::kLong);
+    // Blocks the host until every rank is here, as NCCL's blocking communicator init does.
+    gloo_->_allgather_base(all, mine)->wait();
+    const int64_t* p = all.const_data_ptr<int64_t>();
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_ || p[2 * r] != p[2 * rank_] || p[2 * r + 1] != p[2 * rank_ + 1]) continue;
+      // NCCL's own words (its init.cc), which torch raises as DistBackendError with
+      // ncclInvalidUsage.
+      C10_THROW_ERROR(
+          DistBackendError,
+          c10::str("vccl ", name, ": invalid usage: Duplicate GPU detected : rank ", rank_,
+                   " and rank ", r, " both on vdev device ", static_cast<int>(device),
+                   " (as NCCL, vccl needs one device per rank of a host: give each rank its "
+                   "own, e.g. torch.vdev.set_device(local_rank) or init_process_group(device_id="
+                   "torch.device(\"vdev\", local_rank)); VDEV_DEVICE_COUNT sets how many devices "
+                   "there are)"));
+    }
+  }
+  devices_distinct_ = true;
+}
+
 vdev::rt::Stream& CommBackend::comm_stream_for(c10::DeviceIndex device, const char* name) {
   if (!comm_) {
     comm_ = &call_runtime([&]() -> vdev::rt::Stream& { return vdev::rt::new_stream(device, 0); });
@@ -375,6 +420,11 @@ c10::intrusive_ptr<c10d::Work> CommBackend::submit(Submission s, Launch launch) 
                         ": all tensors must be on one device, got vdev:", static_cast<int>(device),
                         " and ", t.device());
     }
+  }
+  // Before the group binds its device: a rank that fails here has bound nothing.
+  if (s.type != c10d::OpType::SEND && s.type != c10d::OpType::RECV &&
+      (!comm_ || device == device_)) {
+    check_devices_distinct_locked(device, s.name);
   }
   vdev::rt::Stream& comm = comm_stream_for(device, s.name);
   // The memory must not be reused before the collective ran, whatever the caller frees meanwhile.

@@ -34,7 +34,11 @@
 // Sends and receives are not compared (their sizes may differ by design: the receiver's buffer).
 //
 // The group's device is the device of its first collective's tensors (NCCL binds a group to one
-// device per rank); tensors on another vdev device then raise ValueError. All collectives of a
+// device per rank); tensors on another vdev device then raise ValueError. At the first collective
+// (not a send or recv: those involve two ranks) the ranks also compare their hosts and devices on
+// the host, as NCCL's communicator init does: two ranks of one host on one device raise NCCL's
+// "Duplicate GPU detected" as DistBackendError on every rank, at the call (the check runs again
+// at the next collective, as NCCL's init would). All collectives of a
 // group run on its one comm stream, in the order the host called them, which is the order Gloo
 // requires on every rank.
 //
@@ -165,6 +169,10 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> submit(Submission s, Launch launch);
   // The group's device for tensors on `device` (binds it on first use).
   vdev::rt::Stream& comm_stream_for(c10::DeviceIndex device, const char* name);
+  // NCCL's duplicate-device check (its communicator's init): at the group's first collective the
+  // ranks all-gather their host and device on the host, and two ranks of one host on one vdev
+  // device raise DistBackendError on every rank (mu_ held).
+  void check_devices_distinct_locked(c10::DeviceIndex device, const char* name);
   // Checks every tensor; the device they are on (mu_ held: reads the group's binding).
   c10::DeviceIndex device_of_locked(const TensorLists& args, const char* name) const;
   c10::intrusive_ptr<c10d::Work> queue_locked(std::vector<Pending> ops, c10d::OpType type,
@@ -196,6 +204,7 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
   vdev::rt::Stream* comm_ = nullptr;           // guarded by mu_; set on first use, then fixed
   vdev::rt::Stream* p2p_ = nullptr;            // guarded by mu_; set with comm_
   c10::DeviceIndex device_ = -1;               // guarded by mu_
+  bool devices_distinct_ = false;              // guarded by mu_; set once checked
   bool coalescing_ = false;                    // guarded by mu_
   std::vector<Pending> coalesced_;             // guarded by mu_
   std::vector<at::Tensor> coalesced_outputs_;  // guarded by mu_
