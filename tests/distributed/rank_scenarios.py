@@ -327,6 +327,7 @@ def bad_calls(rank: int, ws: int) -> dict:
     at_call("float_band", lambda: dist.all_reduce(x, op=dist.ReduceOp.BAND))
     at_call("int16", lambda: dist.all_reduce(x.short()))
     at_call("send_peer", lambda: dist.send(x, dst=ws + 3))
+    at_call("send_tag", lambda: dist.isend(x, dst=(rank + 1) % ws, tag=-1))
     # NCCL's semantics: an integer AVG is the sum divided by the group's size, rounded toward zero;
     # a bool SUM is a logical or; float8 tensors move as bytes.
     i = torch.tensor([rank + 1, -(rank + 1) * 3, 7 * rank], device=dev)

@@ -193,6 +193,8 @@ def test_bad_arguments_raise_at_the_call_and_the_group_keeps_working(tmp_path):
         assert "not supported for vccl process group: Short" in res["int16"]
         assert res["send_peer"].startswith("ValueError"), res
         assert "invalid peer rank: 5" in res["send_peer"]
+        assert res["send_tag"].startswith("RuntimeError"), res
+        assert "Tag must be nonnegative" in res["send_tag"]
         # rank r contributes [r + 1, -3 (r + 1), 7 r]
         sums = [ws * (ws + 1) // 2, -3 * ws * (ws + 1) // 2, 7 * ws * (ws - 1) // 2]
         assert res["int_avg"] == [int(v / ws) for v in sums]  # rounded toward zero

@@ -187,6 +187,11 @@ BAD_CALLS = {
     ),
     "send peer": (lambda x: dist.send(x, dst=5), ValueError, "invalid peer rank: 5"),
     "recv peer": (lambda x: dist.recv(x, src=5), ValueError, "invalid peer rank: 5"),
+    "isend to itself": (
+        lambda x: dist.isend(x, dst=0),
+        NotImplementedError,
+        "with this rank itself",
+    ),
 }
 
 

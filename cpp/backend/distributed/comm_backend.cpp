@@ -176,9 +176,15 @@ void check_root_rank_value(int64_t root, int size, const char* name) {
 }
 
 void check_peer(int peer, int tag, int rank, int size, const char* name) {
-  TORCH_CHECK_VALUE(peer >= 0 && peer < size && peer != rank, "vccl ", name,
-                    ": invalid peer rank: ", peer, " (the peer should be in the 0..", size - 1,
-                    " range and not this rank, ", rank, ")");
+  TORCH_CHECK_VALUE(peer >= 0 && peer < size, "vccl ", name, ": invalid peer rank: ", peer,
+                    " (the peer should be in the 0..", size - 1, " range)");
+  // isend/irecv to this rank itself: NCCL runs them, Gloo has no pair to itself (its transport
+  // fails the transfer), so vccl refuses them at the call.
+  TORCH_CHECK_NOT_IMPLEMENTED(peer != rank, "vccl ", name, ": a ", name,
+                              " with this rank itself (rank ", rank,
+                              ") as the peer is not "
+                              "supported: Gloo, which vccl runs on, has no pair to itself "
+                              "(NCCL runs it)");
   // Gloo's checkTag: sends and receives are matched by tag.
   TORCH_CHECK(tag >= 0, "vccl ", name, ": Tag must be nonnegative, got ", tag);
 }
