@@ -2,7 +2,9 @@
 
     torchrun --nproc-per-node 2 examples/ddp_torchrun.py [--steps N] [--save weights.pt]
 
-Each rank takes the vdev device of its LOCAL_RANK; init_process_group() needs no backend name:
+Each rank takes the vdev device of its LOCAL_RANK (as with NCCL, two ranks of a host may not share
+a device: VDEV_DEVICE_COUNT, 2 by default, must be at least --nproc-per-node);
+init_process_group() needs no backend name:
 vdev is the accelerator, and its collectives backend is vccl (Gloo's algorithms on the device
 bytes). On several hosts, run torchrun on each with --nnodes, --node-rank and --rdzv-endpoint (or
 --master-addr/--master-port) as with NCCL; ranks connect through Gloo's TCP transport
@@ -57,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
 
     local_rank = int(os.environ["LOCAL_RANK"])
-    device = torch.device("vdev", local_rank % torch.vdev.device_count())
+    device = torch.device("vdev", local_rank)
     torch.vdev.set_device(device)
     dist.init_process_group(device_id=device)
     rank, world_size = dist.get_rank(), dist.get_world_size()

@@ -218,6 +218,24 @@ def sharded(rank: int, ws: int) -> dict:
     return out
 
 
+def ddp_default_backend(rank: int, ws: int) -> dict:
+    """The CUDA recipe with only the device changed: init_process_group with neither backend nor
+    device_id (env init), then DistributedDataParallel with device_ids, on the default group and
+    on a subgroup made with no backend either."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    dist.init_process_group(rank=rank, world_size=ws)
+    dev = torch.device("vdev", rank)
+    out: dict = {"backend": dist.get_backend_config()}
+    for name, group in (("world", None), ("subgroup", dist.new_group(list(range(ws))))):
+        model = DistributedDataParallel(_mlp().to(dev), device_ids=[rank], process_group=group)
+        x, y = _mlp_batches(rank, 1)[0]
+        ((model(x.to(dev)) - y.to(dev)) ** 2).mean().backward()
+        out[name] = [p.grad.cpu().flatten().tolist() for p in model.parameters()]
+    dist.destroy_process_group()
+    return out
+
+
 def _failing_all_reduce(x: torch.Tensor) -> dict:
     """All-reduces `x` and reads it back; returns the error raised (or None) and the seconds."""
     start = time.monotonic()
@@ -252,6 +270,91 @@ def mismatch(rank: int, ws: int) -> dict:
     out["new_group"] = x.tolist()
     out["kept"] = kept.tolist()
     out["device_works"] = (torch.ones(3, device=dev) * 2).tolist()
+    return out
+
+
+def _outcome(call) -> str | None:
+    """Runs `call` and synchronizes the device; the error raised (or None)."""
+    try:
+        call()
+        torch.vdev.synchronize()
+    except Exception as e:  # noqa: BLE001
+        return _error(e)
+    return None
+
+
+def mismatched_arguments(rank: int, ws: int) -> dict:
+    """Ranks agree on the collective and its tensors but not on its reduce op, then its root."""
+    dev = _device(rank)
+    torch.vdev.set_device(dev)
+    dist.init_process_group(
+        "vccl", rank=rank, world_size=ws, timeout=datetime.timedelta(seconds=10)
+    )
+    x = torch.full((4,), float(rank + 1), device=dev)
+    op = dist.ReduceOp.SUM if rank == 0 else dist.ReduceOp.MAX
+    out: dict = {"reduce_op": _outcome(lambda: dist.all_reduce(x, op=op))}
+    out["reduce_op_result"] = x.tolist()
+    # Each rank names itself as the root: a broadcast with no agreed source.
+    fresh = dist.new_group(list(range(ws)))
+    y = torch.full((4,), float(rank), device=dev)
+    out["root"] = _outcome(lambda: dist.broadcast(y, src=rank, group=fresh))
+    return out
+
+
+def bad_calls(rank: int, ws: int) -> dict:
+    """Calls whose arguments are wrong raise at the call on the rank that made them, and the
+    group goes on working; calls that NCCL runs and Gloo alone would not, compute as NCCL does."""
+    dev = _device(rank)
+    torch.vdev.set_device(dev)
+    dist.init_process_group(
+        "vccl", rank=rank, world_size=ws, timeout=datetime.timedelta(seconds=10)
+    )
+    out: dict = {}
+
+    def at_call(name, call):
+        try:
+            call()
+            out[name] = None
+        except Exception as e:  # noqa: BLE001
+            out[name] = _error(e)
+        torch.vdev.synchronize()  # nothing was queued: nothing fails later either
+
+    x = torch.ones(4, device=dev)
+    at_call("broadcast_src", lambda: dist.broadcast(x, src=ws + 3))
+    f8 = torch.ones(4).to(torch.float8_e4m3fn).to(dev)
+    at_call("float8_all_reduce", lambda: dist.all_reduce(f8))
+    at_call("bool_avg", lambda: dist.all_reduce(x.bool(), op=dist.ReduceOp.AVG))
+    at_call("float_band", lambda: dist.all_reduce(x, op=dist.ReduceOp.BAND))
+    at_call("int16", lambda: dist.all_reduce(x.short()))
+    at_call("send_peer", lambda: dist.send(x, dst=ws + 3))
+    at_call("send_tag", lambda: dist.isend(x, dst=(rank + 1) % ws, tag=-1))
+    # NCCL's semantics: an integer AVG is the sum divided by the group's size, rounded toward zero;
+    # a bool SUM is a logical or; float8 tensors move as bytes.
+    i = torch.tensor([rank + 1, -(rank + 1) * 3, 7 * rank], device=dev)
+    dist.all_reduce(i, op=dist.ReduceOp.AVG)
+    out["int_avg"] = i.tolist()
+    b = torch.tensor([rank == 0, True, False], device=dev)
+    dist.all_reduce(b)
+    out["bool_sum"] = b.tolist()
+    f8 = torch.full((4,), 1.5 + rank).to(torch.float8_e4m3fn).to(dev)
+    dist.broadcast(f8, src=ws - 1)
+    out["float8_broadcast"] = f8.float().tolist()
+    y = torch.full((2,), float(rank + 1), device=dev)
+    dist.all_reduce(y)
+    out["after"] = y.tolist()
+    return out
+
+
+def same_device(rank: int, ws: int) -> dict:
+    """Every rank on vdev:0 (a program that forgot set_device(local_rank)): NCCL refuses."""
+    torch.vdev.set_device(0)
+    dist.init_process_group(
+        "vccl", rank=rank, world_size=ws, timeout=datetime.timedelta(seconds=10)
+    )
+    x = torch.ones(4, device="vdev:0")
+    out: dict = {"first": _outcome(lambda: dist.all_reduce(x))}
+    out["again"] = _outcome(lambda: dist.all_reduce(x))
+    out["x"] = x.tolist()  # nothing was queued
     return out
 
 

@@ -40,6 +40,8 @@ def run_ranks(
     full_env = {k: v for k, v in os.environ.items() if k not in ("VDEV_DEVICE_COUNT",)}
     full_env.update(
         {
+            # A device per rank: as NCCL, vccl refuses two ranks of a host on one device.
+            "VDEV_DEVICE_COUNT": str(max(2, world_size)),
             "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(port),
             "WORLD_SIZE": str(world_size),

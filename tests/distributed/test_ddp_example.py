@@ -30,6 +30,7 @@ def test_ddp_matches_one_process_on_the_whole_batch(nproc, tmp_path):
     steps = 4
     saved = tmp_path / "weights.pt"
     env = {k: v for k, v in os.environ.items() if k != "VDEV_DEVICE_COUNT"}
+    env["VDEV_DEVICE_COUNT"] = str(max(2, nproc))  # a device per rank, as NCCL needs
     run = subprocess.run(
         [
             sys.executable,

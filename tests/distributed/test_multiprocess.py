@@ -11,6 +11,7 @@ from functools import reduce
 
 import pytest
 
+from rank_scenarios import _mlp, _mlp_batches
 from ranks import run_ranks
 
 SIZES = [2, 4] if os.environ.get("VDEV_DIST_FULL") == "1" else [2]
@@ -153,3 +154,87 @@ def test_failures_raise_on_the_other_ranks_within_the_timeout(scenario, tmp_path
         assert res["seconds"] < 30  # the group's timeout is 10 s: it must not be exceeded much
         assert res["kept"] == [0.0, 1.0, 2.0, 3.0, 4.0]
         assert res["device_works"] == [2.0, 2.0, 2.0]
+
+
+def test_ranks_that_pass_different_reduce_ops_or_roots_raise_on_every_rank(tmp_path):
+    results = run_ranks("mismatched_arguments", 2, tmp_path, timeout=120)
+    for r, rank in enumerate(results):
+        res = rank.result
+        assert rank.returncode == 0, rank.stderr[-3000:]
+        assert "error" not in res, res.get("traceback")
+        # No half-SUM, half-MAX result: the collective raises before any data moves.
+        err = res["reduce_op"]
+        assert err and err.startswith("RuntimeError"), err
+        assert "called different collectives" in err
+        assert "with ReduceOp.SUM" in err and "with ReduceOp.MAX" in err, err
+        assert res["reduce_op_result"] == [r + 1.0] * 4
+        err = res["root"]
+        assert err and "called different collectives" in err, err
+        assert "rooted at rank 0" in err and "rooted at rank 1" in err, err
+
+
+def test_bad_arguments_raise_at_the_call_and_the_group_keeps_working(tmp_path):
+    results = run_ranks("bad_calls", 2, tmp_path, timeout=120)
+    ws = len(results)
+    for rank in results:
+        res = rank.result
+        assert rank.returncode == 0, rank.stderr[-3000:]
+        assert "error" not in res, res.get("traceback")
+        # NCCL: ncclInvalidArgument ("invalid root"), which torch raises as DistBackendError.
+        assert res["broadcast_src"].startswith("DistBackendError"), res
+        assert "invalid root rank: 5 (root should be in the 0..1 range)" in res["broadcast_src"]
+        assert res["float8_all_reduce"].startswith("RuntimeError"), res
+        assert "Unsupported Float8 type for vccl reduction" in res["float8_all_reduce"]
+        assert res["bool_avg"].startswith("TypeError"), res
+        assert "Cannot use ReduceOp.AVG with boolean inputs" in res["bool_avg"]
+        assert res["float_band"].startswith("RuntimeError"), res
+        assert "Cannot use ReduceOp.BAND with non-integral dtype" in res["float_band"]
+        assert res["int16"].startswith("TypeError"), res
+        assert "not supported for vccl process group: Short" in res["int16"]
+        assert res["send_peer"].startswith("ValueError"), res
+        assert "invalid peer rank: 5" in res["send_peer"]
+        assert res["send_tag"].startswith("RuntimeError"), res
+        assert "Tag must be nonnegative" in res["send_tag"]
+        # rank r contributes [r + 1, -3 (r + 1), 7 r]
+        sums = [ws * (ws + 1) // 2, -3 * ws * (ws + 1) // 2, 7 * ws * (ws - 1) // 2]
+        assert res["int_avg"] == [int(v / ws) for v in sums]  # rounded toward zero
+        assert res["bool_sum"] == [True, True, False]
+        assert res["float8_broadcast"] == [1.5 + ws - 1] * 4
+        assert res["after"] == [float(sum(range(1, ws + 1)))] * 2
+
+
+def test_ddp_with_no_backend_and_no_device_id_as_on_cuda(tmp_path):
+    """init_process_group(rank=, world_size=) then DDP(device_ids=[rank]): CUDA's recipe works on
+    vdev (torch picks the accelerator's backend, vccl, and makes it the group's default)."""
+    results = run_ranks("ddp_default_backend", 2, tmp_path, timeout=120)
+    ws = len(results)
+    grads = []
+    for r in range(ws):  # DDP averages the ranks' gradients
+        model = _mlp()
+        x, y = _mlp_batches(r, 1)[0]
+        ((model(x) - y) ** 2).mean().backward()
+        grads.append([p.grad.flatten() for p in model.parameters()])
+    expected = [(sum(g[i] for g in grads) / ws).tolist() for i in range(len(grads[0]))]
+    for rank in results:
+        res = rank.result
+        assert rank.returncode == 0, rank.stderr[-3000:]
+        assert "error" not in res, res.get("traceback")
+        assert res["backend"] == "vdev:vccl"
+        for name in ("world", "subgroup"):
+            for got, want in zip(res[name], expected, strict=True):
+                assert got == pytest.approx(want, rel=1e-5, abs=1e-6), name
+
+
+def test_two_ranks_on_one_device_raise_as_nccl_does(tmp_path):
+    results = run_ranks("same_device", 2, tmp_path, timeout=120)
+    for r, rank in enumerate(results):
+        res = rank.result
+        assert rank.returncode == 0, rank.stderr[-3000:]
+        assert "error" not in res, res.get("traceback")
+        for key in ("first", "again"):
+            err = res[key]
+            assert err and err.startswith("DistBackendError"), err
+            assert (
+                f"Duplicate GPU detected : rank {r} and rank {1 - r} both on vdev device 0" in err
+            )
+        assert res["x"] == [1.0] * 4

@@ -97,3 +97,124 @@ def test_bad_calls_raise_at_the_call_and_lose_nothing(group, device_count):
     assert kept.tolist() == [0.0, 1.0, 2.0, 3.0]
     dist.all_reduce(x)
     assert x.tolist() == [1.0] * 4
+
+
+def _float8(n):
+    return torch.ones(n).to(torch.float8_e4m3fn).to("vdev")
+
+
+# Calls whose arguments alone are wrong: (call, exception type, message). Each raises at the call,
+# as Gloo or NCCL checks it on the host, and leaves the group working (Gloo's own check would run
+# in the queued task, fail it and break the group for good).
+BAD_CALLS = {
+    "broadcast src": (
+        lambda x: dist.broadcast(x, src=5),
+        dist.DistBackendError,
+        "invalid root rank: 5",
+    ),
+    "reduce dst": (lambda x: dist.reduce(x, dst=-1), dist.DistBackendError, "invalid root rank"),
+    "gather dst": (lambda x: dist.gather(x, None, dst=5), ValueError, "invalid root rank: 5"),
+    "scatter src": (lambda x: dist.scatter(x, None, src=5), ValueError, "invalid root rank: 5"),
+    "float8 all_reduce": (
+        lambda x: dist.all_reduce(_float8(4)),
+        RuntimeError,
+        "Unsupported Float8 type for vccl reduction: Float8_e4m3fn",
+    ),
+    "float8 reduce_scatter": (
+        lambda x: dist.reduce_scatter_tensor(_float8(4), _float8(4)),
+        RuntimeError,
+        "Unsupported Float8 type",
+    ),
+    "int16": (
+        lambda x: dist.broadcast(x.short(), src=0),
+        TypeError,
+        "Input tensor data type is not supported for vccl process group: Short",
+    ),
+    "bool AVG": (
+        lambda x: dist.all_reduce(x.bool(), op=dist.ReduceOp.AVG),
+        TypeError,
+        "Cannot use ReduceOp.AVG with boolean inputs",
+    ),
+    "float BXOR": (
+        lambda x: dist.all_reduce(x, op=dist.ReduceOp.BXOR),
+        RuntimeError,
+        "Cannot use ReduceOp.BXOR with non-integral dtype",
+    ),
+    "all_gather size": (
+        lambda x: dist.all_gather([torch.empty(5, device="vdev")], x),
+        ValueError,
+        "invalid tensor size at index 0",
+    ),
+    "gather size": (
+        lambda x: dist.gather(x, [torch.empty(5, device="vdev")], dst=0),
+        ValueError,
+        "invalid tensor size at index 0",
+    ),
+    "scatter size": (
+        lambda x: dist.scatter(x, [torch.empty(5, device="vdev")], src=0),
+        ValueError,
+        "invalid tensor size at index 0",
+    ),
+    "reduce_scatter size": (
+        lambda x: dist.reduce_scatter(x, [torch.empty(5, device="vdev")]),
+        ValueError,
+        "invalid tensor size at index 0",
+    ),
+    "all_gather_into_tensor dtype": (
+        lambda x: dist.all_gather_into_tensor(torch.empty(4, device="vdev").double(), x),
+        TypeError,
+        "must have the same type",
+    ),
+    "reduce_scatter_tensor dtype": (
+        lambda x: dist.reduce_scatter_tensor(x, torch.empty(4, device="vdev").double()),
+        TypeError,
+        "must have the same type",
+    ),
+    "all_to_all size": (
+        lambda x: dist.all_to_all([torch.empty(5, device="vdev")], [x]),
+        ValueError,
+        "invalid tensor size at index 0",
+    ),
+    "all_to_all_single numel": (
+        lambda x: dist.all_to_all_single(torch.empty(5, device="vdev"), x),
+        ValueError,
+        "Tensors are not equal in size",
+    ),
+    "all_to_all_single splits": (
+        lambda x: dist.all_to_all_single(x, x.clone(), [3], [5]),
+        RuntimeError,
+        "Split sizes doesn't match total dim 0 size",
+    ),
+    "send peer": (lambda x: dist.send(x, dst=5), ValueError, "invalid peer rank: 5"),
+    "recv peer": (lambda x: dist.recv(x, src=5), ValueError, "invalid peer rank: 5"),
+    "isend to itself": (
+        lambda x: dist.isend(x, dst=0),
+        NotImplementedError,
+        "with this rank itself",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BAD_CALLS, ids=str)
+def test_argument_errors_raise_at_the_call_and_the_group_keeps_working(group, case):
+    call, error, match = BAD_CALLS[case]
+    x = torch.ones(4, device="vdev")
+    with pytest.raises(error, match=match):
+        call(x)
+    # Nothing was queued: no error surfaces later, and the group's next collective runs.
+    torch.vdev.synchronize()
+    y = torch.full((3,), 2.0, device="vdev")
+    dist.all_reduce(y)
+    torch.vdev.synchronize()
+    assert y.tolist() == [2.0] * 3
+
+
+def test_integer_avg_is_the_sum_divided_as_nccl_divides(group):
+    x = torch.tensor([7, -7, 3], device="vdev")
+    dist.all_reduce(x, op=dist.ReduceOp.AVG)  # one rank: the sum divided by 1
+    assert x.tolist() == [7, -7, 3] and x.dtype == torch.int64
+    o = torch.empty(3, dtype=torch.int32, device="vdev")
+    dist.reduce_scatter_tensor(
+        o, torch.tensor([1, 2, 3], dtype=torch.int32, device="vdev"), op=dist.ReduceOp.AVG
+    )
+    assert o.tolist() == [1, 2, 3]

@@ -1,11 +1,18 @@
 #include "backend/distributed/comm_backend.h"
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/view_as_real.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/ScalarType.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/distributed/c10d/Utils.hpp>
+
+#include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -22,7 +29,40 @@ namespace {
 
 constexpr auto kVdev = c10::DeviceType::PrivateUse1;
 
-// NCCL's check_gpu_single_tensor, for vdev: ValueError at the call.
+// ---- checks made at the call ---------------------------------------------------------------
+// Whatever depends only on the arguments (not on other ranks, not on data) is checked here, on the
+// host, before anything is queued: it raises with the type and message NCCL gives (or Gloo's,
+// where vccl is stricter than NCCL because Gloo computes), and the group stays usable. Gloo's own
+// checks would otherwise run inside the comm stream's task, fail it and break the group.
+
+// NCCL's data types (ncclDataType in torch 2.13's c10d/NCCLUtils.hpp), plus complex, which torch
+// and NCCL view as pairs of reals. Gloo has the same types but float8: vccl moves float8 bytes as
+// uint8 (alias_specs), as NCCL without float8 support does.
+bool nccl_has(c10::ScalarType t) {
+  switch (t) {
+    case at::kChar:
+    case at::kByte:
+    case at::kFloat:
+    case at::kDouble:
+    case at::kInt:
+    case at::kLong:
+    case at::kHalf:
+    case at::kBool:
+    case at::kBFloat16:
+    case at::kFloat8_e5m2:
+    case at::kFloat8_e4m3fn:
+    case at::kFloat8_e4m3fnuz:
+    case at::kFloat8_e5m2fnuz:
+    case at::kComplexHalf:
+    case at::kComplexFloat:
+    case at::kComplexDouble:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// NCCL's check_gpu_single_tensor and getNcclDataType, for vdev.
 void check_tensor(const at::Tensor& t, const char* name) {
   TORCH_CHECK_VALUE(t.defined(), "vccl ", name, ": undefined tensor");
   TORCH_CHECK_VALUE(t.device().type() == kVdev && t.layout() == c10::kStrided, "vccl ", name,
@@ -31,15 +71,59 @@ void check_tensor(const at::Tensor& t, const char* name) {
   TORCH_CHECK_VALUE(t.is_contiguous(t.suggest_memory_format()), "vccl ", name,
                     ": tensors must be contiguous, got one of sizes ", t.sizes(), " and strides ",
                     t.strides());
+  TORCH_CHECK_TYPE(nccl_has(t.scalar_type()), "vccl ", name,
+                   ": Input tensor data type is not supported for vccl process group: ",
+                   t.scalar_type(), " (vccl has NCCL's data types)");
 }
 
-// Gloo's reduce ops; PREMUL_SUM (NCCL only) is refused at the call.
-void check_reduce_op(const c10d::ReduceOp& op, const char* name) {
-  TORCH_CHECK_VALUE(op.op_ != c10d::ReduceOp::PREMUL_SUM && op.op_ != c10d::ReduceOp::UNUSED,
-                    "vccl ", name, ": ReduceOp.",
-                    op.op_ == c10d::ReduceOp::PREMUL_SUM ? "PREMUL_SUM" : "UNUSED",
+const char* reduce_op_name(int64_t op) {
+  static constexpr const char* kNames[] = {"SUM",  "AVG", "PRODUCT", "MIN",        "MAX",
+                                           "BAND", "BOR", "BXOR",    "PREMUL_SUM", "UNUSED"};
+  return op >= 0 && op < 10 ? kNames[op] : "(mixed)";
+}
+
+// How Gloo runs a reduction NCCL defines: the op handed to Gloo, and whether the result is then
+// divided by the group's size (integer AVG).
+struct Reduction {
+  c10d::ReduceOp op;
+  bool divide = false;
+};
+
+// The reduce op against the dtype, at the call. NCCL's rules where NCCL has the op; Gloo's for the
+// bitwise ops (Gloo only). Gloo would check these on its worker, inside the comm task.
+Reduction check_reduction(const c10d::ReduceOp& op, c10::ScalarType dtype, const char* name) {
+  const auto kind = op.op_;
+  TORCH_CHECK_VALUE(kind != c10d::ReduceOp::PREMUL_SUM && kind != c10d::ReduceOp::UNUSED, "vccl ",
+                    name, ": ReduceOp.", reduce_op_name(kind),
                     " is not supported; vccl (built on Gloo) has SUM, AVG, PRODUCT, MIN, MAX, "
                     "BAND, BOR and BXOR");
+  // NCCL: "Unsupported Float8 type for NCCL reduction" (for the float8 types it cannot reduce);
+  // Gloo has no float8 arithmetic at all.
+  TORCH_CHECK(!c10::isFloat8Type(dtype), "vccl ", name,
+              ": Unsupported Float8 type for vccl reduction: ", dtype,
+              " (vccl reduces with Gloo, which has no float8 arithmetic; float8 tensors can be "
+              "broadcast, gathered, scattered, exchanged and sent)");
+  if (c10::isComplexType(dtype)) {
+    TORCH_CHECK_VALUE(c10d::isComplexViewAsRealAllowed(op), "vccl ", name, ": ReduceOp.",
+                      reduce_op_name(kind), " is not supported on complex tensors");
+  }
+  const bool bitwise =
+      kind == c10d::ReduceOp::BAND || kind == c10d::ReduceOp::BOR || kind == c10d::ReduceOp::BXOR;
+  TORCH_CHECK(!bitwise || c10::isIntegralType(dtype, /*includeBool=*/true), "vccl ", name,
+              ": Cannot use ReduceOp.", reduce_op_name(kind), " with non-integral dtype ", dtype);
+  if (dtype == at::kBool) {
+    TORCH_CHECK_TYPE(kind != c10d::ReduceOp::AVG, "vccl ", name,
+                     ": Cannot use ReduceOp.AVG with boolean inputs");
+    // NCCL's mapping: a bool SUM is a MAX (a logical or); Gloo would add the bytes.
+    if (kind == c10d::ReduceOp::SUM) return {c10d::ReduceOp(c10d::ReduceOp::MAX)};
+  }
+  if (kind == c10d::ReduceOp::AVG && c10::isIntegralType(dtype, /*includeBool=*/false)) {
+    // NCCL's integer AVG is a sum divided by the group's size, rounded toward zero
+    // (ncclDevSumPostDiv); Gloo's AVG divides in place, which fails for integers after the data
+    // moved.
+    return {c10d::ReduceOp(c10d::ReduceOp::SUM), true};
+  }
+  return {op};
 }
 
 void check_list_size(std::size_t got, int expected, const char* what, const char* name) {
@@ -47,11 +131,92 @@ void check_list_size(std::size_t got, int expected, const char* what, const char
                     " must hold world_size (", expected, ") tensors, got ", got);
 }
 
+void check_one_tensor(const std::vector<at::Tensor>& tensors, const char* name) {
+  TORCH_CHECK_VALUE(tensors.size() == 1, "vccl ", name, ": expects one tensor per process, got ",
+                    tensors.size());
+}
+
+// NCCL's gather/scatter (ValueError) and Gloo's assertTypeAndSizesMatch: each tensor of `list`
+// has `like`'s dtype and sizes.
+void check_like(const std::vector<at::Tensor>& list, const at::Tensor& like, const char* name) {
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    TORCH_CHECK_TYPE(list[i].scalar_type() == like.scalar_type(), "vccl ", name,
+                     ": invalid tensor type at index ", i, " (expected ", like.scalar_type(),
+                     ", got ", list[i].scalar_type(), ")");
+    TORCH_CHECK_VALUE(list[i].sizes() == like.sizes(), "vccl ", name,
+                      ": invalid tensor size at index ", i, " (expected ", like.sizes(), ", got ",
+                      list[i].sizes(), ")");
+  }
+}
+
+// An output and input that only need the same dtype and a number of elements (NCCL's
+// all_gather_into_tensor and reduce_scatter_tensor): `big` has world_size times `small`'s.
+void check_world_multiple(const at::Tensor& big, const at::Tensor& small, int size,
+                          const char* big_name, const char* small_name, const char* name) {
+  TORCH_CHECK_TYPE(big.scalar_type() == small.scalar_type(), "vccl ", name, ": the ", big_name,
+                   " tensor must have the same type as the ", small_name, " tensor, got ",
+                   big.scalar_type(), " and ", small.scalar_type());
+  TORCH_CHECK_VALUE(big.numel() == small.numel() * size, "vccl ", name, ": the ", big_name,
+                    " must have world_size (", size, ") times the ", small_name, "'s ",
+                    small.numel(), " elements, got ", big.numel());
+}
+
+// Broadcast and reduce: NCCL's ncclInvalidArgument ("invalid root"), which torch raises as
+// DistBackendError at the call; Gloo raises "invalid root rank" at the call.
+void check_root_rank(int64_t root, int size, const char* name) {
+  TORCH_CHECK_WITH(DistBackendError, root >= 0 && root < size, "vccl ", name,
+                   ": invalid root rank: ", root, " (root should be in the 0..", size - 1,
+                   " range)");
+}
+
+// Gather and scatter: ProcessGroupNCCL checks the root as Gloo does, with ValueError.
+void check_root_rank_value(int64_t root, int size, const char* name) {
+  TORCH_CHECK_VALUE(root >= 0 && root < size, "vccl ", name, ": invalid root rank: ", root,
+                    " (root should be in the 0..", size - 1, " range)");
+}
+
+void check_peer(int peer, int tag, int rank, int size, const char* name) {
+  TORCH_CHECK_VALUE(peer >= 0 && peer < size, "vccl ", name, ": invalid peer rank: ", peer,
+                    " (the peer should be in the 0..", size - 1, " range)");
+  // isend/irecv to this rank itself: NCCL runs them, Gloo has no pair to itself (its transport
+  // fails the transfer), so vccl refuses them at the call.
+  TORCH_CHECK_NOT_IMPLEMENTED(peer != rank, "vccl ", name, ": a ", name,
+                              " with this rank itself (rank ", rank,
+                              ") as the peer is not "
+                              "supported: Gloo, which vccl runs on, has no pair to itself "
+                              "(NCCL runs it)");
+  // Gloo's checkTag: sends and receives are matched by tag.
+  TORCH_CHECK(tag >= 0, "vccl ", name, ": Tag must be nonnegative, got ", tag);
+}
+
+// Integer AVG: the sum Gloo left in `tensors`, divided by the group's size as NCCL does.
+void divide_by(std::vector<at::Tensor>& tensors, int size) {
+  for (at::Tensor& t : tensors) t.div_(size, "trunc");
+}
+
+// A call's reduce op and root go into the fingerprint: ranks that pass different ones raise.
+template <typename S>
+S reducing(S s, const c10d::ReduceOp& op) {
+  s.reduce_op = static_cast<int64_t>(op.op_);
+  return s;
+}
+template <typename S>
+S rooted(S s, int64_t root) {
+  s.root = root;
+  return s;
+}
+
 std::vector<std::vector<AliasSpec>> alias_specs(const std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<std::vector<AliasSpec>> specs(lists.size());
   for (std::size_t i = 0; i < lists.size(); ++i) {
     specs[i].reserve(lists[i].size());
-    for (const at::Tensor& t : lists[i]) specs[i].push_back(AliasSpec::of(t));
+    for (const at::Tensor& t : lists[i]) {
+      // Gloo has neither complex nor float8 types: complex tensors go as pairs of reals (as in
+      // torch's and NCCL's collectives), float8 ones as bytes (only moved: never reduced).
+      AliasSpec spec = AliasSpec::of(t.is_complex() && !t.is_conj() ? at::view_as_real(t) : t);
+      if (c10::isFloat8Type(spec.dtype)) spec.dtype = at::kByte;
+      specs[i].push_back(std::move(spec));
+    }
   }
   return specs;
 }
@@ -66,41 +231,66 @@ std::vector<std::vector<at::Tensor>> make_aliases(
   return lists;
 }
 
-using Fingerprint = std::array<int64_t, 4>;
+// What every rank must agree on for a collective: op type, dtype, number of tensors and of
+// elements of the tensors that must agree, reduce op and root rank (-1 where they do not apply).
+constexpr std::size_t kPrintFields = 6;
+using Fingerprint = std::array<int64_t, kPrintFields>;
+enum PrintField : std::size_t { kType, kDtype, kTensors, kElements, kReduceOp, kRoot };
 
-Fingerprint fingerprint(c10d::OpType type, const std::vector<at::Tensor>& agreeing) {
-  Fingerprint f{static_cast<int64_t>(type), -1, static_cast<int64_t>(agreeing.size()), 0};
+Fingerprint fingerprint(c10d::OpType type, const std::vector<at::Tensor>& agreeing,
+                        int64_t reduce_op, int64_t root) {
+  Fingerprint f{
+      static_cast<int64_t>(type), -1, static_cast<int64_t>(agreeing.size()), 0, reduce_op, root};
   for (const at::Tensor& t : agreeing) {
-    f[1] = static_cast<int64_t>(t.scalar_type());
-    f[3] += t.numel();
+    f[kDtype] = static_cast<int64_t>(t.scalar_type());
+    f[kElements] += t.numel();
   }
   return f;
 }
 
 std::string describe(const Fingerprint& f) {
-  std::string s = c10d::opTypeToString(static_cast<c10d::OpType>(f[0]));
-  if (f[1] >= 0) {
-    s += c10::str(" of ", f[2], " tensor(s) of ", c10::toString(static_cast<c10::ScalarType>(f[1])),
-                  " with ", f[3], " element(s)");
+  std::string s = c10d::opTypeToString(static_cast<c10d::OpType>(f[kType]));
+  if (f[kDtype] >= 0) {
+    s += c10::str(" of ", f[kTensors], " tensor(s) of ",
+                  c10::toString(static_cast<c10::ScalarType>(f[kDtype])), " with ", f[kElements],
+                  " element(s)");
   }
+  if (f[kReduceOp] != -1) s += c10::str(" with ReduceOp.", reduce_op_name(f[kReduceOp]));
+  if (f[kRoot] >= 0) s += c10::str(" rooted at rank ", f[kRoot]);
   return s;
 }
 
-// Every rank all-gathers its fingerprint (4 int64, so Gloo never sees a size mismatch here) and
-// raises if any rank called something else.
+// Every rank all-gathers its fingerprint (kPrintFields int64, so Gloo never sees a size mismatch
+// here) and raises if any rank called something else.
 void check_ranks_agree(c10d::Backend& gloo, const Fingerprint& mine, const char* name) {
   const int size = gloo.getSize();
-  at::Tensor in = at::empty({4}, at::kLong);
+  constexpr auto n = static_cast<int64_t>(kPrintFields);
+  at::Tensor in = at::empty({n}, at::kLong);
   std::copy(mine.begin(), mine.end(), in.data_ptr<int64_t>());
-  at::Tensor all = at::empty({size * 4}, at::kLong);
+  at::Tensor all = at::empty({size * n}, at::kLong);
   gloo._allgather_base(all, in)->wait();
   const int64_t* p = all.const_data_ptr<int64_t>();
   for (int r = 0; r < size; ++r) {
-    Fingerprint theirs{p[4 * r], p[4 * r + 1], p[4 * r + 2], p[4 * r + 3]};
+    Fingerprint theirs;
+    std::copy(p + n * r, p + n * (r + 1), theirs.begin());
     TORCH_CHECK(theirs == mine, "vccl ", name, ": the ranks called different collectives: rank ",
                 gloo.getRank(), " called ", describe(mine), ", rank ", r, " called ",
                 describe(theirs), " (a collective mismatch in the program; no data was moved)");
   }
+}
+
+// This host, as NCCL tells hosts apart (its getHostHash): the host name and the kernel's boot id.
+int64_t host_id() {
+  static const int64_t id = [] {
+    std::string key(256, '\0');
+    if (gethostname(key.data(), key.size()) != 0) key = "unknown-host";
+    key.resize(key.find('\0') == std::string::npos ? key.size() : key.find('\0'));
+    std::ifstream boot("/proc/sys/kernel/random/boot_id");
+    std::string boot_id;
+    std::getline(boot, boot_id);
+    return static_cast<int64_t>(std::hash<std::string>{}(key + "/" + boot_id));
+  }();
+  return id;
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> new_future(c10::DeviceIndex device) {
@@ -186,6 +376,33 @@ c10::DeviceIndex CommBackend::device_of_locked(const TensorLists& args, const ch
   return c10::impl::getDeviceGuardImpl(kVdev)->getDevice().index();
 }
 
+void CommBackend::check_devices_distinct_locked(c10::DeviceIndex device, const char* name) {
+  if (devices_distinct_) return;
+  if (size_ > 1) {
+    at::Tensor mine = at::empty({2}, at::kLong);
+    mine.data_ptr<int64_t>()[0] = host_id();
+    mine.data_ptr<int64_t>()[1] = device;
+    at::Tensor all = at::empty({2 * static_cast<int64_t>(size_)}, at::kLong);
+    // Blocks the host until every rank is here, as NCCL's blocking communicator init does.
+    gloo_->_allgather_base(all, mine)->wait();
+    const int64_t* p = all.const_data_ptr<int64_t>();
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_ || p[2 * r] != p[2 * rank_] || p[2 * r + 1] != p[2 * rank_ + 1]) continue;
+      // NCCL's own words (its init.cc), which torch raises as DistBackendError with
+      // ncclInvalidUsage.
+      C10_THROW_ERROR(
+          DistBackendError,
+          c10::str("vccl ", name, ": invalid usage: Duplicate GPU detected : rank ", rank_,
+                   " and rank ", r, " both on vdev device ", static_cast<int>(device),
+                   " (as NCCL, vccl needs one device per rank of a host: give each rank its "
+                   "own, e.g. torch.vdev.set_device(local_rank) or init_process_group(device_id="
+                   "torch.device(\"vdev\", local_rank)); VDEV_DEVICE_COUNT sets how many devices "
+                   "there are)"));
+    }
+  }
+  devices_distinct_ = true;
+}
+
 vdev::rt::Stream& CommBackend::comm_stream_for(c10::DeviceIndex device, const char* name) {
   if (!comm_) {
     comm_ = &call_runtime([&]() -> vdev::rt::Stream& { return vdev::rt::new_stream(device, 0); });
@@ -210,6 +427,11 @@ c10::intrusive_ptr<c10d::Work> CommBackend::submit(Submission s, Launch launch) 
                         " and ", t.device());
     }
   }
+  // Before the group binds its device: a rank that fails here has bound nothing.
+  if (s.type != c10d::OpType::SEND && s.type != c10d::OpType::RECV &&
+      (!comm_ || device == device_)) {
+    check_devices_distinct_locked(device, s.name);
+  }
   vdev::rt::Stream& comm = comm_stream_for(device, s.name);
   // The memory must not be reused before the collective ran, whatever the caller frees meanwhile.
   const bool p2p = !coalescing_ && (s.type == c10d::OpType::SEND || s.type == c10d::OpType::RECV);
@@ -221,9 +443,9 @@ c10::intrusive_ptr<c10d::Work> CommBackend::submit(Submission s, Launch launch) 
       }
     }
   }
-  Pending op{alias_specs(s.args), std::move(launch), std::nullopt};
+  Pending op{alias_specs(s.args), std::move(launch), std::nullopt, std::move(s.finish)};
   if (s.type != c10d::OpType::SEND && s.type != c10d::OpType::RECV) {
-    op.print = fingerprint(s.type, s.agreeing);
+    op.print = fingerprint(s.type, s.agreeing, s.reduce_op, s.root);
   }
   if (coalescing_) {
     coalesced_.push_back(std::move(op));
@@ -258,11 +480,13 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
     print = ops[0].print;
   } else if (!ops.empty() &&
              std::all_of(ops.begin(), ops.end(), [](const Pending& p) { return p.print; })) {
-    print = Fingerprint{static_cast<int64_t>(type), -1, 0, 0};
+    print = Fingerprint{static_cast<int64_t>(type), -1, 0, 0, (*ops[0].print)[kReduceOp], -1};
     for (const Pending& p : ops) {
-      (*print)[1] = (*p.print)[1];
-      (*print)[2] += (*p.print)[2];
-      (*print)[3] += (*p.print)[3];
+      (*print)[kDtype] = (*p.print)[kDtype];
+      (*print)[kTensors] += (*p.print)[kTensors];
+      (*print)[kElements] += (*p.print)[kElements];
+      // A batch whose reductions differ in op is described as mixed, and compared as such.
+      if ((*p.print)[kReduceOp] != (*print)[kReduceOp]) (*print)[kReduceOp] = -2;
     }
   }
   enqueue_task(comm, name,
@@ -275,12 +499,17 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
                    // Start every collective of the group before waiting for any (coalesced
                    // send/recv pairs).
                    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+                   std::vector<TensorLists> lists;
                    works.reserve(ops.size());
+                   lists.reserve(ops.size());
                    for (const Pending& op : ops) {
-                     auto lists = make_aliases(op.args);
-                     works.push_back(op.launch(*gloo, lists));
+                     lists.push_back(make_aliases(op.args));
+                     works.push_back(op.launch(*gloo, lists.back()));
                    }
                    for (auto& work : works) work->wait();
+                   for (std::size_t i = 0; i < ops.size(); ++i) {
+                     if (ops[i].finish) ops[i].finish(lists[i]);
+                   }
                    outcome->finish(nullptr);
                  } catch (...) {
                    fail(*outcome, *failure, std::current_exception());
@@ -365,33 +594,77 @@ c10::intrusive_ptr<c10d::Work> CommBackend::endCoalescing() {
 }
 
 // ---- the collectives: checks, then Gloo's method on the aliases ------------------------------
+// Each method checks its arguments at the call (see "checks made at the call" above); tensors are
+// checked one by one in submit().
 
 c10::intrusive_ptr<c10d::Work> CommBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
-  return submit({c10d::OpType::BROADCAST, "c10d::broadcast", {tensors}, tensors, tensors},
-                [opts](c10d::Backend& g, TensorLists& a) { return g.broadcast(a[0], opts); });
+  check_one_tensor(tensors, "broadcast");
+  check_root_rank(opts.rootRank, size_, "broadcast");
+  TORCH_CHECK_VALUE(opts.rootTensor == 0, "vccl broadcast: invalid root tensor: ", opts.rootTensor);
+  return submit(
+      rooted(Submission{c10d::OpType::BROADCAST, "c10d::broadcast", {tensors}, tensors, tensors},
+             opts.rootRank),
+      [opts](c10d::Backend& g, TensorLists& a) { return g.broadcast(a[0], opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::AllreduceOptions& opts) {
-  check_reduce_op(opts.reduceOp, "allreduce");
-  return submit({c10d::OpType::ALLREDUCE, "c10d::allreduce", {tensors}, tensors, tensors},
-                [opts](c10d::Backend& g, TensorLists& a) { return g.allreduce(a[0], opts); });
+  check_one_tensor(tensors, "allreduce");
+  const Reduction r = check_reduction(opts.reduceOp, tensors[0].scalar_type(), "allreduce");
+  Submission s =
+      reducing(Submission{c10d::OpType::ALLREDUCE, "c10d::allreduce", {tensors}, tensors, tensors},
+               opts.reduceOp);
+  if (r.divide) s.finish = [size = size_](TensorLists& a) { divide_by(a[0], size); };
+  auto gloo_opts = opts;
+  gloo_opts.reduceOp = r.op;
+  return submit(std::move(s), [gloo_opts](c10d::Backend& g, TensorLists& a) {
+    return g.allreduce(a[0], gloo_opts);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
-  check_reduce_op(opts.reduceOp, "allreduce_coalesced");
-  return submit(
-      {c10d::OpType::ALLREDUCE_COALESCED, "c10d::allreduce_coalesced", {tensors}, tensors, tensors},
-      [opts](c10d::Backend& g, TensorLists& a) { return g.allreduce_coalesced(a[0], opts); });
+  TORCH_CHECK_VALUE(!tensors.empty(), "vccl allreduce_coalesced: requires non-empty tensor list");
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK_TYPE(t.scalar_type() == tensors[0].scalar_type(),
+                     "vccl allreduce_coalesced: tensors must all have the same type, got ",
+                     tensors[0].scalar_type(), " and ", t.scalar_type());
+  }
+  const Reduction r =
+      check_reduction(opts.reduceOp, tensors[0].scalar_type(), "allreduce_coalesced");
+  Submission s = reducing(Submission{c10d::OpType::ALLREDUCE_COALESCED,
+                                     "c10d::allreduce_coalesced",
+                                     {tensors},
+                                     tensors,
+                                     tensors},
+                          opts.reduceOp);
+  if (r.divide) s.finish = [size = size_](TensorLists& a) { divide_by(a[0], size); };
+  auto gloo_opts = opts;
+  gloo_opts.reduceOp = r.op;
+  return submit(std::move(s), [gloo_opts](c10d::Backend& g, TensorLists& a) {
+    return g.allreduce_coalesced(a[0], gloo_opts);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::reduce(std::vector<at::Tensor>& tensors,
                                                    const c10d::ReduceOptions& opts) {
-  check_reduce_op(opts.reduceOp, "reduce");
-  return submit({c10d::OpType::REDUCE, "c10d::reduce", {tensors}, tensors, tensors},
-                [opts](c10d::Backend& g, TensorLists& a) { return g.reduce(a[0], opts); });
+  check_one_tensor(tensors, "reduce");
+  check_root_rank(opts.rootRank, size_, "reduce");
+  TORCH_CHECK_VALUE(opts.rootTensor == 0, "vccl reduce: invalid root tensor: ", opts.rootTensor);
+  const Reduction r = check_reduction(opts.reduceOp, tensors[0].scalar_type(), "reduce");
+  Submission s =
+      rooted(reducing(Submission{c10d::OpType::REDUCE, "c10d::reduce", {tensors}, tensors, tensors},
+                      opts.reduceOp),
+             opts.rootRank);
+  if (r.divide && getRank() == opts.rootRank) {
+    s.finish = [size = size_](TensorLists& a) { divide_by(a[0], size); };
+  }
+  auto gloo_opts = opts;
+  gloo_opts.reduceOp = r.op;
+  return submit(std::move(s), [gloo_opts](c10d::Backend& g, TensorLists& a) {
+    return g.reduce(a[0], gloo_opts);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::allgather(std::vector<std::vector<at::Tensor>>& outputs,
@@ -400,6 +673,8 @@ c10::intrusive_ptr<c10d::Work> CommBackend::allgather(std::vector<std::vector<at
   TORCH_CHECK_VALUE(outputs.size() == 1 && inputs.size() == 1,
                     "vccl allgather: expects one input tensor and one output list per process");
   check_list_size(outputs[0].size(), size_, "the output list", "allgather");
+  // Gloo gathers tensors of the input's size only (NCCL also gathers uneven ones).
+  check_like(outputs[0], inputs[0], "allgather");
   TensorLists args{inputs};
   args.insert(args.end(), outputs.begin(), outputs.end());
   return submit({c10d::OpType::ALLGATHER, "c10d::allgather", std::move(args), outputs[0], inputs},
@@ -411,9 +686,7 @@ c10::intrusive_ptr<c10d::Work> CommBackend::allgather(std::vector<std::vector<at
 
 c10::intrusive_ptr<c10d::Work> CommBackend::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                             const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK_VALUE(output.numel() == input.numel() * size_, "vccl all_gather_into_tensor: the ",
-                    "output must have world_size (", size_, ") times the input's ", input.numel(),
-                    " elements, got ", output.numel());
+  check_world_multiple(output, input, size_, "output", "input", "all_gather_into_tensor");
   return submit({c10d::OpType::_ALLGATHER_BASE,
                  "c10d::_allgather_base",
                  {{input, output}},
@@ -429,6 +702,16 @@ c10::intrusive_ptr<c10d::Work> CommBackend::_allgather_base(at::Tensor& output, 
 c10::intrusive_ptr<c10d::Work> CommBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  // Gloo's checks of allgather_coalesced.
+  TORCH_CHECK_VALUE(!inputs.empty(), "vccl allgather_coalesced: requires non-empty input list");
+  check_list_size(outputs.size(), size_, "the output lists", "allgather_coalesced");
+  for (const auto& list : outputs) {
+    TORCH_CHECK_VALUE(list.size() == inputs.size(),
+                      "vccl allgather_coalesced: invalid output size: (expected length ",
+                      inputs.size(), ", got ", list.size(), ")");
+    for (std::size_t i = 0; i < list.size(); ++i)
+      check_like({list[i]}, inputs[i], "allgather_coalesced");
+  }
   TensorLists args{inputs};
   args.insert(args.end(), outputs.begin(), outputs.end());
   std::vector<at::Tensor> flat;
@@ -444,28 +727,46 @@ c10::intrusive_ptr<c10d::Work> CommBackend::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> CommBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size(), "vccl allgather_into_tensor_coalesced: ",
+                    "requires input/output tensor lists to have the same length, got ",
+                    inputs.size(), " and ", outputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_world_multiple(outputs[i], inputs[i], size_, "output", "input",
+                         "allgather_into_tensor_coalesced");
+  }
   return submit({c10d::OpType::COALESCED,
                  "c10d::allgather_into_tensor_coalesced",
                  {inputs, outputs},
                  outputs,
                  inputs},
                 [opts](c10d::Backend& g, TensorLists& a) {
-                  return g.allgather_into_tensor_coalesced(a[1], a[0], opts);
+                  // As _allgather_base: NCCL needs only element counts, so flat views.
+                  std::vector<at::Tensor> in, out;
+                  for (const at::Tensor& t : a[0]) in.push_back(t.view({-1}));
+                  for (const at::Tensor& t : a[1]) out.push_back(t.view({-1}));
+                  return g.allgather_into_tensor_coalesced(out, in, opts);
                 });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                    std::vector<at::Tensor>& inputs,
                                                    const c10d::GatherOptions& opts) {
+  check_root_rank_value(opts.rootRank, size_, "gather");
+  check_one_tensor(inputs, "gather");
   if (getRank() == opts.rootRank) {
     TORCH_CHECK_VALUE(outputs.size() == 1,
                       "vccl gather: the destination rank needs one output list");
     check_list_size(outputs[0].size(), size_, "the gather list", "gather");
+    check_like(outputs[0], inputs[0], "gather");
+  } else {
+    TORCH_CHECK_VALUE(outputs.empty(), "vccl gather: requires empty output on non-root");
   }
   TensorLists args{inputs};
   args.insert(args.end(), outputs.begin(), outputs.end());
   std::vector<at::Tensor> result = outputs.empty() ? std::vector<at::Tensor>{} : outputs[0];
-  return submit({c10d::OpType::GATHER, "c10d::gather", std::move(args), std::move(result), inputs},
+  return submit(rooted(Submission{c10d::OpType::GATHER, "c10d::gather", std::move(args),
+                                  std::move(result), inputs},
+                       opts.rootRank),
                 [opts](c10d::Backend& g, TensorLists& a) {
                   TensorLists out(a.begin() + 1, a.end());
                   return g.gather(out, a[0], opts);
@@ -475,72 +776,125 @@ c10::intrusive_ptr<c10d::Work> CommBackend::gather(std::vector<std::vector<at::T
 c10::intrusive_ptr<c10d::Work> CommBackend::scatter(std::vector<at::Tensor>& outputs,
                                                     std::vector<std::vector<at::Tensor>>& inputs,
                                                     const c10d::ScatterOptions& opts) {
+  check_root_rank_value(opts.rootRank, size_, "scatter");
+  check_one_tensor(outputs, "scatter");
   if (getRank() == opts.rootRank) {
     TORCH_CHECK_VALUE(inputs.size() == 1, "vccl scatter: the source rank needs one input list");
     check_list_size(inputs[0].size(), size_, "the scatter list", "scatter");
+    check_like(inputs[0], outputs[0], "scatter");
+  } else {
+    TORCH_CHECK_VALUE(inputs.empty(), "vccl scatter: requires empty input on non-root");
   }
   TensorLists args{outputs};
   args.insert(args.end(), inputs.begin(), inputs.end());
-  return submit({c10d::OpType::SCATTER, "c10d::scatter", std::move(args), outputs, outputs},
-                [opts](c10d::Backend& g, TensorLists& a) {
-                  TensorLists in(a.begin() + 1, a.end());
-                  return g.scatter(a[0], in, opts);
-                });
+  return submit(
+      rooted(Submission{c10d::OpType::SCATTER, "c10d::scatter", std::move(args), outputs, outputs},
+             opts.rootRank),
+      [opts](c10d::Backend& g, TensorLists& a) {
+        TensorLists in(a.begin() + 1, a.end());
+        return g.scatter(a[0], in, opts);
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  check_reduce_op(opts.reduceOp, "reduce_scatter");
   TORCH_CHECK_VALUE(
       outputs.size() == 1 && inputs.size() == 1,
       "vccl reduce_scatter: expects one output tensor and one input list per process");
   check_list_size(inputs[0].size(), size_, "the input list", "reduce_scatter");
+  // Gloo reduces inputs of the output's size only (NCCL also reduces uneven ones).
+  check_like(inputs[0], outputs[0], "reduce_scatter");
+  const Reduction r = check_reduction(opts.reduceOp, outputs[0].scalar_type(), "reduce_scatter");
   TensorLists args{outputs};
   args.insert(args.end(), inputs.begin(), inputs.end());
-  return submit(
-      {c10d::OpType::REDUCE_SCATTER, "c10d::reduce_scatter", std::move(args), outputs, outputs},
-      [opts](c10d::Backend& g, TensorLists& a) {
-        TensorLists in(a.begin() + 1, a.end());
-        return g.reduce_scatter(a[0], in, opts);
-      });
+  Submission s = reducing(Submission{c10d::OpType::REDUCE_SCATTER, "c10d::reduce_scatter",
+                                     std::move(args), outputs, outputs},
+                          opts.reduceOp);
+  if (r.divide) s.finish = [size = size_](TensorLists& a) { divide_by(a[0], size); };
+  auto gloo_opts = opts;
+  gloo_opts.reduceOp = r.op;
+  return submit(std::move(s), [gloo_opts](c10d::Backend& g, TensorLists& a) {
+    TensorLists in(a.begin() + 1, a.end());
+    return g.reduce_scatter(a[0], in, gloo_opts);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  check_reduce_op(opts.reduceOp, "reduce_scatter_tensor");
-  TORCH_CHECK_VALUE(input.numel() == output.numel() * size_, "vccl reduce_scatter_tensor: the ",
-                    "input must have world_size (", size_, ") times the output's ", output.numel(),
-                    " elements, got ", input.numel());
-  return submit({c10d::OpType::_REDUCE_SCATTER_BASE,
-                 "c10d::_reduce_scatter_base",
-                 {{output, input}},
-                 {output},
-                 {output}},
-                [opts](c10d::Backend& g, TensorLists& a) {
-                  at::Tensor out = a[0][0].view({-1}), in = a[0][1].view({-1});
-                  return g._reduce_scatter_base(out, in, opts);
-                });
+  check_world_multiple(input, output, size_, "input", "output", "reduce_scatter_tensor");
+  const Reduction r = check_reduction(opts.reduceOp, output.scalar_type(), "reduce_scatter_tensor");
+  Submission s = reducing(Submission{c10d::OpType::_REDUCE_SCATTER_BASE,
+                                     "c10d::_reduce_scatter_base",
+                                     {{output, input}},
+                                     {output},
+                                     {output}},
+                          opts.reduceOp);
+  if (r.divide) {
+    s.finish = [size = size_](TensorLists& a) {
+      std::vector<at::Tensor> out{a[0][0]};
+      divide_by(out, size);
+    };
+  }
+  auto gloo_opts = opts;
+  gloo_opts.reduceOp = r.op;
+  return submit(std::move(s), [gloo_opts](c10d::Backend& g, TensorLists& a) {
+    at::Tensor out = a[0][0].view({-1}), in = a[0][1].view({-1});
+    return g._reduce_scatter_base(out, in, gloo_opts);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  check_reduce_op(opts.reduceOp, "reduce_scatter_tensor_coalesced");
-  return submit({c10d::OpType::COALESCED,
-                 "c10d::reduce_scatter_tensor_coalesced",
-                 {outputs, inputs},
-                 outputs,
-                 outputs},
-                [opts](c10d::Backend& g, TensorLists& a) {
-                  return g.reduce_scatter_tensor_coalesced(a[0], a[1], opts);
-                });
+  TORCH_CHECK_VALUE(outputs.size() == inputs.size() && !outputs.empty(),
+                    "vccl reduce_scatter_tensor_coalesced: requires input/output tensor lists ",
+                    "of the same, non-zero length, got ", inputs.size(), " and ", outputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    check_world_multiple(inputs[i], outputs[i], size_, "input", "output",
+                         "reduce_scatter_tensor_coalesced");
+    TORCH_CHECK_TYPE(outputs[i].scalar_type() == outputs[0].scalar_type(),
+                     "vccl reduce_scatter_tensor_coalesced: tensors must all have the same type");
+  }
+  const Reduction r =
+      check_reduction(opts.reduceOp, outputs[0].scalar_type(), "reduce_scatter_tensor_coalesced");
+  Submission s = reducing(Submission{c10d::OpType::COALESCED,
+                                     "c10d::reduce_scatter_tensor_coalesced",
+                                     {outputs, inputs},
+                                     outputs,
+                                     outputs},
+                          opts.reduceOp);
+  if (r.divide) s.finish = [size = size_](TensorLists& a) { divide_by(a[0], size); };
+  auto gloo_opts = opts;
+  gloo_opts.reduceOp = r.op;
+  return submit(std::move(s), [gloo_opts](c10d::Backend& g, TensorLists& a) {
+    // As _reduce_scatter_base: NCCL needs only element counts, so flat views.
+    std::vector<at::Tensor> out, in;
+    for (const at::Tensor& t : a[0]) out.push_back(t.view({-1}));
+    for (const at::Tensor& t : a[1]) in.push_back(t.view({-1}));
+    return g.reduce_scatter_tensor_coalesced(out, in, gloo_opts);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                           std::vector<int64_t>& output_splits,
                                                           std::vector<int64_t>& input_splits,
                                                           const c10d::AllToAllOptions& opts) {
+  // ProcessGroupNCCL::alltoall_base's checks (c10d's checkSplitSizes: RuntimeError).
+  TORCH_CHECK_TYPE(output.scalar_type() == input.scalar_type(),
+                   "vccl all_to_all_single: the output tensor must have the same type as the ",
+                   "input tensor, got ", output.scalar_type(), " and ", input.scalar_type());
+  TORCH_CHECK_VALUE(output.dim() > 0 && input.dim() > 0,
+                    "vccl all_to_all_single: tensors need at least one dimension");
+  if (output_splits.empty() && input_splits.empty()) {
+    TORCH_CHECK_VALUE(output.numel() == input.numel(), "vccl all_to_all_single: ",
+                      "Tensors are not equal in size or data type: ", output.numel(), " and ",
+                      input.numel(), " elements");
+    c10d::checkSplitSizes(input_splits, input, size_);
+  } else {
+    c10d::checkSplitSizes(input_splits, input, size_);
+    c10d::checkSplitSizes(output_splits, output, size_);
+  }
   return submit(
       {c10d::OpType::ALLTOALL_BASE, "c10d::alltoall_base", {{output, input}}, {output}, {}},
       [opts, output_splits, input_splits](c10d::Backend& g, TensorLists& a) {
@@ -555,12 +909,17 @@ c10::intrusive_ptr<c10d::Work> CommBackend::alltoall(std::vector<at::Tensor>& ou
                                                      const c10d::AllToAllOptions& opts) {
   check_list_size(outputs.size(), size_, "the output list", "alltoall");
   check_list_size(inputs.size(), size_, "the input list", "alltoall");
+  // Gloo: "input and output tensors must have the same size" (NCCL also exchanges uneven ones).
+  check_like(inputs, inputs[0], "alltoall");
+  check_like(outputs, inputs[0], "alltoall");
   return submit({c10d::OpType::ALLTOALL, "c10d::alltoall", {outputs, inputs}, outputs, {}},
                 [opts](c10d::Backend& g, TensorLists& a) { return g.alltoall(a[0], a[1], opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> CommBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                  int tag) {
+  check_one_tensor(tensors, "send");
+  check_peer(dst_rank, tag, rank_, size_, "send");
   return submit(
       {c10d::OpType::SEND, "c10d::send", {tensors}, tensors, {}},
       [dst_rank, tag](c10d::Backend& g, TensorLists& a) { return g.send(a[0], dst_rank, tag); });
@@ -568,6 +927,8 @@ c10::intrusive_ptr<c10d::Work> CommBackend::send(std::vector<at::Tensor>& tensor
 
 c10::intrusive_ptr<c10d::Work> CommBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                  int tag) {
+  check_one_tensor(tensors, "recv");
+  check_peer(src_rank, tag, rank_, size_, "recv");
   return submit(
       {c10d::OpType::RECV, "c10d::recv", {tensors}, tensors, {}},
       [src_rank, tag](c10d::Backend& g, TensorLists& a) { return g.recv(a[0], src_rank, tag); });

@@ -4,8 +4,12 @@
 // own CUDA stream.
 //
 // A collective called on the host:
-//   1. checks its tensors as NCCL does (vdev, on the group's device, dense, contiguous, a reduce
-//      op Gloo has) and raises at the call;
+//   1. checks its arguments and raises at the call, with NCCL's exception type and message (or
+//      Gloo's where vccl is stricter than NCCL): tensors (vdev, on the group's device, dense,
+//      contiguous, one of NCCL's dtypes), root and peer ranks, list lengths, sizes and dtypes,
+//      and the reduce op against the dtype. Whatever depends only on the arguments is checked
+//      here, before anything is queued, so a bad call leaves the group working (Gloo's own
+//      checks would run inside the queued task and break the group);
 //   2. makes the comm stream wait for the work queued so far on the caller's current stream;
 //   3. declares every tensor used on the comm stream (record_stream: the caching allocator does
 //      not reuse the memory before the collective has finished, even if the caller frees it);
@@ -23,13 +27,18 @@
 // a pending send or recv, as NCCL's collective and p2p streams are not: Work.wait() orders them.
 //
 // Before a collective's data moves, the ranks compare what they called (op, dtype, number of
-// tensors and elements of the tensors that must agree) with a small Gloo all-gather on the same
+// tensors and elements of the tensors that must agree, reduce op, root rank) with a small Gloo
+// all-gather on the same
 // task: a mismatch raises on every rank, naming both sides. Without it, Gloo's transport aborts
 // the process that receives more bytes than it expects (gloo::EnforceNotMet in its I/O thread).
 // Sends and receives are not compared (their sizes may differ by design: the receiver's buffer).
 //
 // The group's device is the device of its first collective's tensors (NCCL binds a group to one
-// device per rank); tensors on another vdev device then raise ValueError. All collectives of a
+// device per rank); tensors on another vdev device then raise ValueError. At the first collective
+// (not a send or recv: those involve two ranks) the ranks also compare their hosts and devices on
+// the host, as NCCL's communicator init does: two ranks of one host on one device raise NCCL's
+// "Duplicate GPU detected" as DistBackendError on every rank, at the call (the check runs again
+// at the next collective, as NCCL's init would). All collectives of a
 // group run on its one comm stream, in the order the host called them, which is the order Gloo
 // requires on every rank.
 //
@@ -133,12 +142,17 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
   // tensors), later entries the nested lists (one per rank or per input).
   using TensorLists = std::vector<std::vector<at::Tensor>>;
   using Launch = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, TensorLists&)>;
-  // What every rank must agree on for a collective (op, dtype, tensors, elements).
-  using Fingerprint = std::array<int64_t, 4>;
+  // Runs on the comm stream's task once Gloo's work is done, on the same aliases (integer AVG's
+  // division).
+  using Finish = std::function<void(TensorLists&)>;
+  // What every rank must agree on for a collective (op, dtype, tensors, elements, reduce op,
+  // root); comm_backend.cpp names the fields.
+  using Fingerprint = std::array<int64_t, 6>;
   struct Pending {
     std::vector<std::vector<AliasSpec>> args;
     Launch launch;
     std::optional<Fingerprint> print;  // none: not compared (send, recv)
+    Finish finish;                     // may be empty
   };
   struct Submission {
     c10d::OpType type;
@@ -147,11 +161,18 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
     std::vector<at::Tensor> outputs;   // what the Work's result() and Future hold
     std::vector<at::Tensor> agreeing;  // the tensors whose dtype and size every rank shares
     bool host_waits = false;
+    int64_t reduce_op = -1;  // the ReduceOp every rank passes (-1: not a reduction)
+    int64_t root = -1;       // the root rank every rank names (-1: not rooted)
+    Finish finish;           // may be empty
   };
 
   c10::intrusive_ptr<c10d::Work> submit(Submission s, Launch launch);
   // The group's device for tensors on `device` (binds it on first use).
   vdev::rt::Stream& comm_stream_for(c10::DeviceIndex device, const char* name);
+  // NCCL's duplicate-device check (its communicator's init): at the group's first collective the
+  // ranks all-gather their host and device on the host, and two ranks of one host on one vdev
+  // device raise DistBackendError on every rank (mu_ held).
+  void check_devices_distinct_locked(c10::DeviceIndex device, const char* name);
   // Checks every tensor; the device they are on (mu_ held: reads the group's binding).
   c10::DeviceIndex device_of_locked(const TensorLists& args, const char* name) const;
   c10::intrusive_ptr<c10d::Work> queue_locked(std::vector<Pending> ops, c10d::OpType type,
@@ -183,6 +204,7 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
   vdev::rt::Stream* comm_ = nullptr;           // guarded by mu_; set on first use, then fixed
   vdev::rt::Stream* p2p_ = nullptr;            // guarded by mu_; set with comm_
   c10::DeviceIndex device_ = -1;               // guarded by mu_
+  bool devices_distinct_ = false;              // guarded by mu_; set once checked
   bool coalescing_ = false;                    // guarded by mu_
   std::vector<Pending> coalesced_;             // guarded by mu_
   std::vector<at::Tensor> coalesced_outputs_;  // guarded by mu_
