@@ -182,6 +182,81 @@ def test_integer_division_by_zero_fails_the_kernel_and_the_device_keeps_working(
     assert (a + 1).cpu().tolist() == [6, 8]
 
 
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_an_index_out_of_bounds_fails_the_kernel_as_a_device_side_assert(threads):
+    # Inside an OpenMP parallel region (2 threads) the failed TORCH_CHECK called std::terminate;
+    # now it fails the task, raised at the next synchronize, and the process goes on (as CUDA's
+    # device-side assert). Loads (gather) and stores (scatter).
+    script = """
+        import torch
+        torch.set_num_threads(2)
+        calls = {
+            "gather": lambda x, i: x[i] * 2,
+            "scatter": lambda x, i: x.index_put((i,), x[:1].expand(len(i), -1), accumulate=True),
+        }
+        x = torch.randn(1000, 64, device="vdev")
+        for name, fn in calls.items():
+            f = torch.compile(fn)
+            i = torch.randint(0, 1000, (4096,), device="vdev")
+            torch.testing.assert_close(f(x, i).cpu(), fn(x.cpu(), i.cpu()))
+            i[5] = 5000
+            f(x, i)
+            try:
+                torch.vdev.synchronize()
+                print(name, "no error")
+            except RuntimeError as e:
+                print(name, "error:", "index out of bounds" in str(e), str(e).split("]")[0] + "]")
+            i[5] = 7
+            torch.testing.assert_close(f(x, i).cpu(), fn(x.cpu(), i.cpu()))
+        print("alive")
+    """
+    r = run_python(script, env={"VDEV_DEVICE_THREADS": threads}, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    lines = r.stdout.split("\n")
+    assert lines[0].startswith("gather error: True [cpp_fused"), r.stdout
+    assert lines[1].startswith("scatter error: True [cpp_fused"), r.stdout
+    assert lines[2] == "alive"
+
+
+def test_index_checks_are_wrapped_in_their_innermost_loop():
+    source = """#include <x.h>
+extern "C" void kernel(const long* i, float* out)
+{
+    auto s = "{ not a block }";  // nor this: {
+    #pragma omp parallel
+    {
+        #pragma omp for
+        for(long x0=0; x0<4; x0+=1)
+        {
+            #pragma omp simd simdlen(8)
+            for(long x1=0; x1<8; x1+=1)
+            {
+                auto tmp0 = [&]
+                {
+                    TORCH_CHECK(i[x1] < 4L, "index out of bounds: i < 4L");
+                    return 1.0f;
+                }
+                ();
+                out[x1] = tmp0;
+            }
+        }
+    }
+}
+"""
+    out = kernels.guard_index_checks(source)
+    # The simd loop may not hold a try block: the omp for's body does.
+    body_open = out.index("for(long x0=0; x0<4; x0+=1)")
+    assert out[body_open:].lstrip().startswith("for(long x0=0; x0<4; x0+=1)\n        { try {")
+    assert out.count(" try {") == 1 and out.count("catch (...)") == 1
+    assert out.index("catch (...)") > out.index("out[x1] = tmp0;")
+    assert "VdevKernelError vdev_kernel_error;" in out and "vdev_kernel_error.rethrow();" in out
+    assert out.index("struct VdevKernelError") > out.index("#include <x.h>")
+    assert "{ not a block }" in out
+    assert kernels.guard_index_checks(source.replace("index out of bounds", "x")) == source.replace(
+        "index out of bounds", "x"
+    )
+
+
 def test_cpp_wrapper_is_refused_naming_the_setting():
     x = torch.randn(4, device="vdev")
     with inductor_config.patch(cpp_wrapper=True), pytest.raises(Exception, match="cpp_wrapper"):

@@ -99,6 +99,26 @@ def test_an_output_of_an_earlier_call_is_overwritten_and_raises_when_used():
     torch.testing.assert_close(cloned.cpu(), torch.full((4,), 3.0))
 
 
+def test_the_warm_up_calls_output_is_overwritten_by_the_next_call():
+    # The cudagraph trees documentation's own example ("Limitations"), which raises on CUDA: the
+    # warm-up runs in the graphs' pool and its outputs are freed when the next generation begins.
+    @torch.compile(mode="reduce-overhead")
+    def my_model(x):
+        y = torch.matmul(x, x)
+        return y
+
+    x = torch.randn(10, 10, device="vdev")
+    y1 = my_model(x)
+    y2 = my_model(x)
+    with pytest.raises(RuntimeError, match=OVERWRITTEN) as error:
+        print(y1)
+    assert "my_model" in str(error.value)  # the stack trace of the operation, as on CUDA
+    torch.testing.assert_close(y2.cpu(), (x @ x).cpu())
+    kept = my_model(x * 1).clone()  # the documented way out
+    my_model(x)
+    torch.testing.assert_close(kept.cpu(), (x @ x).cpu())
+
+
 def test_after_mark_step_begin_a_second_call_keeps_the_first_output_until_the_next_step(replays):
     compiled = torch.compile(lambda x: x + 1, mode="reduce-overhead")
     x = torch.zeros(3, device="vdev")

@@ -194,6 +194,21 @@ def test_capture_must_end_on_its_stream(side):
     assert not side.is_capturing()
 
 
+def test_the_default_stream_never_captures_as_on_cuda():
+    g = torch.accelerator.Graph()
+    for default in (torch.vdev.default_stream(), torch.vdev.default_stream(1)):
+        with default, pytest.raises(RuntimeError, match="must be captured on a non-default"):
+            g.capture_begin()
+        assert not default.is_capturing()
+    x = torch.ones(2, device="vdev")
+    g2, y = capture(lambda: x + 1, torch.vdev.Stream())
+    g2.replay()  # replaying on the default stream is fine
+    assert y.cpu().tolist() == [2.0, 2.0]
+    with pytest.raises(RuntimeError, match="must be captured on a non-default"):
+        with torch.vdev.graph(torch.vdev.VdevGraph(), stream=torch.vdev.default_stream()):
+            pass
+
+
 def test_bad_capture_error_mode_is_rejected():
     g = torch.accelerator.Graph(capture_error_mode="sometimes")
     with pytest.raises((RuntimeError, ValueError), match="sometimes"):
@@ -302,6 +317,33 @@ def test_each_replay_draws_fresh_numbers_as_eager_calls_would(side):
     eager = [torch.empty(16, device="vdev").normal_().cpu() for _ in range(3)]
     for a, b in zip(replays, eager, strict=True):
         assert torch.equal(a, b)
+
+
+def test_generator_calls_a_replay_could_not_repeat_raise_during_capture(side):
+    # CUDA's rules (torch 2.10+): the same seed is accepted and changes nothing, another one is
+    # refused; offsets, seed() and new generators refuse; states can still be read.
+    torch.manual_seed(7)
+    gen = torch.vdev.default_generators[0]
+    before = gen.get_state()
+    g = torch.accelerator.Graph()
+    with side, g:
+        torch.manual_seed(7)  # same seed: nothing changes, the capture goes on
+        with pytest.raises(RuntimeError, match="only if new seed is the same as the original"):
+            torch.manual_seed(8)
+        for call in (lambda: gen.get_offset(), lambda: gen.set_offset(0), lambda: gen.seed()):
+            with pytest.raises(RuntimeError, match="during vdev graph capture"):
+                call()
+        with pytest.raises(RuntimeError, match="Cannot construct a new VdevGeneratorImpl"):
+            torch.Generator(device="vdev")
+        assert torch.equal(gen.get_state(), before)
+        y = torch.rand(3, device="vdev")
+    assert gen.initial_seed() == 7
+    g.replay()
+    first = y.cpu()
+    g.replay()
+    assert not torch.equal(first, y.cpu())  # still fresh numbers per replay
+    torch.manual_seed(8)  # outside a capture: any seed
+    assert gen.initial_seed() == 8
 
 
 def test_capture_does_not_advance_the_generator_and_replay_does(side):

@@ -61,7 +61,7 @@ struct VdevHooks final : public at::PrivateUse1HooksInterface {
   }
 
   at::Generator getNewGenerator(DeviceIndex device_index) const override {
-    return new_generator(device_index);
+    return new_user_generator(device_index);
   }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {

@@ -20,6 +20,7 @@
 #include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
+#include "runtime/stream.h"
 
 namespace vdev::backend {
 namespace {
@@ -82,6 +83,10 @@ class VdevGraph final : public at::GraphImplInterface {
                       pool.first, ", ", pool.second, ")");
     device_ = vdev::rt::get_device();
     vdev::rt::Stream& stream = current_runtime_stream(static_cast<c10::DeviceIndex>(device_));
+    // CUDA's rule and message (CUDAGraph::capture_begin): the default stream never captures.
+    TORCH_CHECK(&stream != &vdev::rt::default_stream(device_),
+                "vdev graphs must be captured on a non-default stream. (However, after capture, "
+                "it's ok to replay them on the default stream.)");
     capture_ = VDEV_RT(vdev::rt::begin_capture(stream, capture_mode(mode)));
     capture_id_ = vdev::rt::capture_id(*capture_);
     stream_ = &stream;

@@ -34,6 +34,25 @@ VdevGeneratorImpl& vdev_impl(const at::Generator& gen) {
   return *static_cast<VdevGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
 }
 
+// Whether the current stream of `device` is capturing a graph (CUDA asks its current stream).
+bool capturing_on(c10::DeviceIndex device) {
+  return vdev::rt::active_captures() > 0 && current_runtime_stream(device).capture_id() != 0;
+}
+
+// CUDA's assertNotCapturing, for the generator calls a capture cannot record.
+void check_not_capturing(c10::DeviceIndex device, const char* attempt) {
+  TORCH_CHECK(!capturing_on(device), attempt,
+              " during vdev graph capture. If you need this call to be captured, please file an "
+              "issue. Current stream capture status: active");
+}
+
+// CUDA's rule since torch 2.10: during a capture a seed may be "set" only to what it is.
+void check_same_seed_while_capturing(c10::DeviceIndex device, uint64_t current, uint64_t seed) {
+  TORCH_CHECK(!capturing_on(device) || current == seed,
+              "VdevGeneratorImpl::set_current_seed can be called during stream capture only if "
+              "new seed is the same as the original seed.");
+}
+
 }  // namespace
 
 VdevGeneratorImpl::VdevGeneratorImpl(c10::DeviceIndex device, c10::intrusive_ptr<PhiloxState> state)
@@ -43,17 +62,25 @@ VdevGeneratorImpl::VdevGeneratorImpl(c10::DeviceIndex device, c10::intrusive_ptr
 
 void VdevGeneratorImpl::set_current_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(state_->mu);
+  if (C10_UNLIKELY(capturing_on(device().index()))) {
+    // torch.manual_seed inside a capture: the same seed changes nothing (the offset stays, as
+    // CUDA's); another seed is refused, as a replay could not repeat it.
+    check_same_seed_while_capturing(device().index(), state_->seed, seed);
+    return;
+  }
   state_->seed = seed;
   state_->offset = 0;
 }
 
 void VdevGeneratorImpl::set_offset(uint64_t offset) {
+  check_not_capturing(device().index(), "Cannot call VdevGeneratorImpl::set_offset");
   check_offset(offset);
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->offset = offset;
 }
 
 uint64_t VdevGeneratorImpl::get_offset() const {
+  check_not_capturing(device().index(), "Cannot call VdevGeneratorImpl::get_offset");
   std::lock_guard<std::mutex> lock(state_->mu);
   return state_->offset;
 }
@@ -64,6 +91,7 @@ uint64_t VdevGeneratorImpl::current_seed() const {
 }
 
 uint64_t VdevGeneratorImpl::seed() {
+  check_not_capturing(device().index(), "Cannot call VdevGeneratorImpl::seed");
   const uint64_t s = c10::detail::getNonDeterministicRandom(/*is_cuda=*/true);
   set_current_seed(s);
   return s;
@@ -88,6 +116,7 @@ void VdevGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   if (n == kStateBytes) std::memcpy(&offset, bytes + kSeedBytes, sizeof(offset));
   check_offset(offset);
   std::lock_guard<std::mutex> lock(state_->mu);
+  check_same_seed_while_capturing(device().index(), state_->seed, seed);
   state_->seed = seed;
   state_->offset = offset;
 }
@@ -125,6 +154,7 @@ RandomDraw VdevGeneratorImpl::reserve() {
 }
 
 VdevGeneratorImpl* VdevGeneratorImpl::clone_impl() const {
+  check_not_capturing(device().index(), "Cannot call VdevGeneratorImpl::clone_impl");
   auto copy = c10::make_intrusive<PhiloxState>(0);
   {
     std::lock_guard<std::mutex> lock(state_->mu);
@@ -161,6 +191,13 @@ at::Generator new_generator(c10::DeviceIndex device) {
       checked_device_index(c10::Device(VdevGeneratorImpl::device_type(), device), "Generator");
   return at::make_generator<VdevGeneratorImpl>(
       index, c10::make_intrusive<PhiloxState>(c10::default_rng_seed_val));
+}
+
+at::Generator new_user_generator(c10::DeviceIndex device) {
+  const c10::DeviceIndex index =
+      checked_device_index(c10::Device(VdevGeneratorImpl::device_type(), device), "Generator");
+  check_not_capturing(index, "Cannot construct a new VdevGeneratorImpl");
+  return new_generator(index);
 }
 
 RandomDraw reserve_draw(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {

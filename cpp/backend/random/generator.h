@@ -15,6 +15,9 @@
 // Thread rules: the (seed, offset) pair is guarded by the state's own mutex, so reserve() and the
 // state accessors are safe from any thread and generators that share a state stay consistent.
 // GeneratorImpl::mutex_ (taken by PyTorch's Python bindings) is not needed by this class.
+// During a graph capture on the generator's device (its current stream), as CUDA's: setting the
+// seed to another value, set_offset, get_offset, seed(), clone and new generators raise;
+// setting the same seed does nothing; states may be read and set (same seed).
 // Ownership: default generators live for the process (leaked on purpose: ATen hands out
 // references to them until exit).
 #pragma once
@@ -87,6 +90,9 @@ class VdevGeneratorImpl final : public c10::GeneratorImpl {
 VDEV_BACKEND_API const at::Generator& default_generator(c10::DeviceIndex device);
 // A new generator of a device, seeded with the default seed.
 at::Generator new_generator(c10::DeviceIndex device);
+// torch.Generator(device="vdev:N"): a new generator, refused while N's current stream captures a
+// graph (as CUDA's constructor is).
+at::Generator new_user_generator(c10::DeviceIndex device);
 
 // Reserves the draw of one random operator running on `device`: from `gen` when one is given,
 // which must be a vdev generator (RuntimeError otherwise, naming its device type, as CUDA's check

@@ -18,6 +18,7 @@ What a wrapped function does (``GraphedFunction``), following cudagraph trees' r
 * The first call for each tuple of integer inputs (the sizes of dynamic shapes) runs the function
   as compiled (the warm-up). The next records it into a vdev graph with its own private pool, then
   replays it; later calls copy the non-static inputs into the graph's input buffers and replay.
+  The warm-up's outputs belong to its generation as a replay's do (below).
   Static inputs (parameters, buffers, marked static addresses) are read in place; if one moves,
   the graph is recorded again, up to ``triton.cudagraph_unexpected_rerecord_limit`` times.
 * A function that mutates a non-static input runs without graphs ("skipping cudagraphs due to
@@ -353,8 +354,26 @@ class GraphedFunction:
         state = self._state()
         key = _int_key(inputs)
         if key not in state.warmed_up:
+            inputs_and_constants = {
+                x.untyped_storage().data_ptr()
+                for x in (*inputs, *self.constants)
+                if isinstance(x, torch.Tensor)
+            }
             out = self.model(inputs)
             state.warmed_up.add(key)
+            # cudagraph trees run the warm-up in the graphs' pool and free its outputs when the
+            # next generation begins (CUDAWarmupNode, dealloc_current_path_weakrefs): a warm-up
+            # output kept past the next call raises the overwritten error too.
+            generations.hand_out(
+                [
+                    StorageWeakRef(o.untyped_storage())
+                    for o in (out if isinstance(out, (list, tuple)) else (out,))
+                    if isinstance(o, torch.Tensor)
+                    and o.device.type == "vdev"
+                    and o.untyped_storage().data_ptr() not in inputs_and_constants
+                ],
+                self.overwritten_message,
+            )
             return out
         instances = state.instances.get(key)
         if instances is None:

@@ -28,6 +28,7 @@ from torch._inductor.codecache import (
 )
 
 from torch_vdev import _C
+from torch_vdev.compile.index_checks import guard_index_checks  # noqa: F401 (also for tests)
 
 # Argument types Inductor's C++ kernels take besides pointers (cpp_argdefs: sizes are INDEX_TYPE,
 # int64_t; unbacked float symbols are float), mapped to the slot member that carries them.
@@ -103,7 +104,7 @@ def cpp_kernel(
     kinds = "".join(_kind(kernel_name, t) for t in argtypes)
     parallel = get_compile_threads() > 1
     load = VdevKernelCodeCache.load_async(
-        source + trampoline(argtypes, kinds),
+        guard_index_checks(source) + trampoline(argtypes, kinds),
         device_type="cpu",
         submit_fn=async_compile.submit if parallel else None,
     )
