@@ -190,12 +190,15 @@ def test_daemon_threads_waiting_at_exit_neither_abort_nor_hang():
 def test_a_daemon_thread_inside_empty_cache_at_exit_holds_no_allocator_lock():
     # empty_cache waits for the device's queued work (here: behind a gate that never opens). At
     # exit the daemon thread parks in that wait; it used to hold the device cache's lock there,
-    # and the main thread, freeing `keep` during interpreter teardown, waited for it for ever.
+    # and the main thread, freeing a tensor after vdev's exit handler, waited for it for ever.
     r = run_python(
         """
-        import sys, threading, torch
+        import atexit, sys, threading
+        kept = {}
+        atexit.register(kept.clear)  # registered before vdev's handler: runs after it
+        import torch
         from torch_vdev import _testing as rt
-        keep = torch.ones(1000, device="vdev")  # freed during teardown, after the exit handler
+        kept["x"] = torch.ones(1000, device="vdev")
         cached = torch.ones(1 << 20, device="vdev")
         del cached  # a free segment: empty_cache has something to give back
         rt.enqueue_gate(0, 0, rt.Gate())  # never opened
