@@ -207,7 +207,7 @@ void Stream::synchronize() {
   throw_pending_error_locked(lock);
 }
 
-void Stream::wait_for(std::uint64_t target) noexcept {
+void Stream::wait_for(std::uint64_t target, bool park_strays) noexcept {
   if (in_bad_fork()) return;  // no worker will ever complete anything here
   auto done = [&] { return completed_.load() >= target || stopping(); };
   if (!spin_until(done, kHostSpin)) {
@@ -220,7 +220,7 @@ void Stream::wait_for(std::uint64_t target) noexcept {
       done_cv_.wait_for(lock, std::chrono::milliseconds(100));  // also polls `stopping`
     }
   }
-  park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
+  if (park_strays) park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
 }
 
 std::shared_ptr<Capture> Stream::capture() const {
@@ -455,6 +455,17 @@ void wait_device_idle(int device) noexcept {
     return;
   }
   ds->for_each([](Stream* s) { s->wait_for(s->enqueued_count()); });
+}
+
+bool wait_device_idle_unless_stopping(int device) noexcept {
+  DeviceStreams* ds = nullptr;
+  try {
+    ds = device_streams(device);
+  } catch (...) {
+    return !stopping();
+  }
+  ds->for_each([](Stream* s) { s->wait_for(s->enqueued_count(), /*park_strays=*/false); });
+  return !stopping();
 }
 
 void stop_all_streams() noexcept {

@@ -113,7 +113,9 @@ class VDEV_RT_API Stream {
   std::uint64_t completed_count() const noexcept { return completed_.load(); }
   // Waits until completed_count() >= count (or process exit), without throwing the pending
   // error: for callers that must wait for memory, not report errors.
-  void wait_for(std::uint64_t count) noexcept;
+  // `park_strays`: a daemon thread parks when the wait ends at exit (runtime/process.h); without
+  // it the wait returns, and the caller parks it once it holds no lock.
+  void wait_for(std::uint64_t count, bool park_strays = true) noexcept;
 
   // Graph capture (runtime/capture.h). capture_id() is 0 when the stream does not capture;
   // lock-free, for hot paths (the caching allocator asks it at every allocation).
@@ -200,6 +202,11 @@ VDEV_RT_API void synchronize_device(int device);
 // Waits for every stream of `device` without throwing (errors stay pending for the next
 // synchronize). For allocators that must know no queued work uses memory they release.
 VDEV_RT_API void wait_device_idle(int device) noexcept;
+// The same for a caller holding a lock others need at exit (the device caches): it never parks a
+// thread. Returns false when the wait ended because the runtime is stopping (queued work is then
+// abandoned, so the device is not idle): the caller must give nothing back, release its lock and
+// then call park_if_stray_at_exit().
+VDEV_RT_API bool wait_device_idle_unless_stopping(int device) noexcept;
 
 // Process exit (runtime/process.h): stops every worker, waits for the running tasks, prints the
 // errors no synchronize reported.

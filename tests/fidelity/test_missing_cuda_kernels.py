@@ -25,8 +25,12 @@ PRODUCTS = {
     "matmul batched": (lambda dt: t(2, 2, 3, dtype=dt) @ t(2, 3, 2, dtype=dt), "baddbmm_cuda"),
     "mv": (lambda dt: torch.mv(t(2, 3, dtype=dt), t(3, dtype=dt)), "addmv_impl_cuda"),
     "dot": (lambda dt: torch.dot(t(3, dtype=dt), t(3, dtype=dt)), "dot"),
+    "addbmm": (
+        lambda dt: torch.addbmm(t(2, 2, dtype=dt), t(2, 2, 3, dtype=dt), t(2, 3, 2, dtype=dt)),
+        "addmm_cuda",
+    ),
 }
-NAMES = {torch.int64: "Long", torch.int32: "Int", torch.uint8: "Byte"}
+NAMES = {torch.int64: "Long", torch.int32: "Int", torch.uint8: "Byte", torch.bool: "Bool"}
 
 
 @pytest.mark.parametrize("dtype", list(NAMES))

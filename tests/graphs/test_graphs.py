@@ -346,6 +346,42 @@ def test_generator_calls_a_replay_could_not_repeat_raise_during_capture(side):
     assert gen.initial_seed() == 8
 
 
+def test_checkpointing_inside_a_capture_recomputes_the_forwards_numbers(side):
+    # get_state / set_state inside a capture read and set the generator's offset within the
+    # graph (CUDA's intragraph offset), so the recompute draws what the forward drew. Before,
+    # they moved the generator itself and the graph's gradient differed from eager's.
+    import torch.utils.checkpoint as cp
+
+    def fn(x):
+        return x * torch.sigmoid(torch.randn(1, device="vdev"))
+
+    torch.manual_seed(42)
+    x = torch.ones(1, device="vdev", requires_grad=True)
+    out = cp.checkpoint(fn, x, use_reentrant=False, preserve_rng_state=True)
+    (eager_grad,) = torch.autograd.grad(out, x)
+    g = torch.vdev.VdevGraph()
+    with torch.vdev.graph(g, stream=side):
+        gx = torch.ones(1, device="vdev", requires_grad=True)
+        gout = cp.checkpoint(fn, gx, use_reentrant=False, preserve_rng_state=True)
+        (graph_grad,) = torch.autograd.grad(gout, gx)
+    torch.manual_seed(42)
+    g.replay()
+    assert gout.item() == out.item()
+    assert graph_grad.item() == eager_grad.item()
+
+
+def test_setting_the_rng_state_inside_a_capture_leaves_the_generator_alone(side):
+    torch.manual_seed(0)
+    start = torch.vdev.get_rng_state()
+    a = torch.rand(3, device="vdev")
+    x = torch.zeros(1, device="vdev")
+    with torch.vdev.graph(torch.vdev.VdevGraph(), stream=side):
+        torch.vdev.set_rng_state(start)  # rewinds the offset within the graph only
+        x.add_(1)
+    b = torch.rand(3, device="vdev")  # eager numbers go on from where they were
+    assert not torch.equal(a.cpu(), b.cpu())
+
+
 def test_capture_does_not_advance_the_generator_and_replay_does(side):
     gen = torch.Generator(device="vdev")
     gen.manual_seed(7)

@@ -388,3 +388,25 @@ def test_nested_stats_and_torch_cuda_deprecated_names():
     assert torch.vdev.max_memory_allocated() == torch.vdev.memory_allocated()
     with pytest.warns(FutureWarning, match="reset_peak_memory_stats"):
         torch.vdev.reset_max_memory_cached()
+
+
+def test_empty_cache_and_the_retry_release_a_block_another_stream_was_still_using():
+    # A block freed while another stream's work uses it (record_stream) is released once that
+    # work is done, by empty_cache and by an allocation's out-of-memory retry (CUDA's retry frees
+    # its events first): the wait happens before the release decides what is free.
+    import threading
+
+    from asyncutil import gated
+
+    s = torch.vdev.Stream()
+    torch.vdev.synchronize()
+    torch.vdev.empty_cache()
+    x = torch.empty(8 << 20, dtype=torch.uint8, device="vdev")
+    with gated(s) as gate:
+        with torch.vdev.stream(s):
+            x.add_(1)
+        x.record_stream(s)
+        del x
+        threading.Thread(target=gate.open).start()
+        torch.vdev.empty_cache()  # waits for s, then releases x's segment
+    assert torch.vdev.memory_reserved() == 0

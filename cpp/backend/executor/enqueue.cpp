@@ -96,6 +96,7 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
   if (C10_UNLIKELY(plan->returns_from_cpu_values)) {
     call_returns = meta_returns(op, *stack, first, nargs);
     if (!call_returns || call_returns->size() != plan->returns.size()) return {};
+    mark_undefined_returns(*plan, *call_returns);
   }
   const std::vector<MetaReturn>& returns = call_returns ? *call_returns : plan->returns;
   // CPU's checks failed on stand-ins: settle it on the real arguments now, unless that would be a

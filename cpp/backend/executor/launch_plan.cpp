@@ -53,11 +53,14 @@ std::optional<std::vector<MetaReturn>> run_meta(const c10::OperatorHandle& op,
   }
   // Meta functions may repeat CUDA's nondeterminism alerts, which vdev raised at the call. Those
   // written in C++ are dropped here; Python ones (histc, median: device_hint() takes a meta tensor
-  // for a CUDA one) warn through their own binding's handler, which this cannot reach. Their other
-  // warnings are dropped too: the call's own kernel raises CPU's (Python decompositions word some
-  // differently, the out= resize warning among them, which the executor raises itself).
+  // for a CUDA one) warn through their own binding's handler, which this cannot reach. Other
+  // warnings are kept (a TORCH_WARN_ONCE spent here would never reach the user otherwise).
   const SilenceNondeterminismAlerts alerted_at_the_call;
-  if (!trial_succeeds([&] { op.callBoxed(&meta_stack); })) return std::nullopt;
+  try {
+    op.callBoxed(&meta_stack);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
   std::vector<MetaReturn> returns;
   for (const c10::IValue& v : meta_stack) {
     MetaReturn r;
@@ -117,6 +120,18 @@ std::optional<std::vector<MetaReturn>> meta_returns(const c10::OperatorHandle& o
                                                     const torch::jit::Stack& stack,
                                                     std::size_t first, std::size_t nargs) {
   return run_meta(op, stack, first, nargs, to_meta);
+}
+
+bool mark_undefined_returns(const LaunchPlan& plan, std::vector<MetaReturn>& returns) {
+  bool marked = false;
+  for (std::size_t i : plan.undefined_returns) {
+    MetaReturn& r = returns[i];
+    if (r.kind == MetaReturn::Tensor && r.tensors[0].defined) {
+      r.tensors[0].defined = false;
+      marked = true;
+    }
+  }
+  return marked;
 }
 
 std::optional<std::size_t> written_argument(const c10::FunctionSchema& s, const c10::Argument& r) {
@@ -229,13 +244,9 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   }
   // Returns CPU's kernel leaves undefined (by flags) are undefined on vdev too, not allocated.
   for (std::size_t i = 0; i < undefined.size() && i < plan->returns.size(); ++i) {
-    MetaReturn& r = plan->returns[i];
-    if (undefined[i] && r.kind == MetaReturn::Tensor && r.tensors[0].defined &&
-        plan->aliased[i] < 0) {
-      r.tensors[0].defined = false;
-      plan->out_op.reset();  // an out= overload has no undefined outputs
-    }
+    if (undefined[i] && plan->aliased[i] < 0) plan->undefined_returns.push_back(i);
   }
+  if (mark_undefined_returns(*plan, plan->returns)) plan->out_op.reset();  // none has undefined
   return plan;
 }
 

@@ -55,6 +55,9 @@ struct LaunchPlan {
   // decides from metadata (eligibility, the argument checks, out= overloads), and its `returns`
   // are made again for every call (meta_returns).
   bool returns_from_cpu_values = false;
+  // Returns CPU's kernel leaves undefined for these flags (learnt on the stand-ins) although the
+  // meta kernel describes a tensor: they are undefined on vdev too (mark_undefined_returns).
+  std::vector<std::size_t> undefined_returns;
   // The operator's name for its tasks and errors (interned: outlives the operator's schema).
   const char* task_name = "";
   // Set (by a stream worker) once the out= kernel refused its outputs: the functional form plus a
@@ -78,6 +81,9 @@ std::optional<std::size_t> generator_argument(const c10::FunctionSchema& schema)
 std::optional<std::vector<MetaReturn>> meta_returns(const c10::OperatorHandle& op,
                                                     const torch::jit::Stack& stack,
                                                     std::size_t first, std::size_t nargs);
+
+// Marks plan.undefined_returns undefined in `returns` (the plan's or one call's); whether any was.
+bool mark_undefined_returns(const LaunchPlan& plan, std::vector<MetaReturn>& returns);
 
 // The plan for `op` applied to stack[first, first + nargs).
 std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op,

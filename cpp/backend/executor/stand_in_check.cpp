@@ -33,16 +33,6 @@ bool checked_on_stand_ins(const c10::OperatorHandle& op) {
          generator_argument(op.schema()).has_value();
 }
 
-// Small stand-ins are unsafe where a kernel trusts a kernel_size argument against its weight's
-// sizes (CPU's slow_conv_transpose2d/3d and slow_conv3d run gemm over kernel_size without a check):
-// such operators go straight to the real sizes.
-bool small_round_is_safe(const c10::FunctionSchema& schema) {
-  for (const c10::Argument& a : schema.arguments()) {
-    if (a.name() == "kernel_size") return false;
-  }
-  return true;
-}
-
 // The second round's stand-ins hold at most this many elements in all (64 MiB of float32).
 constexpr int64_t kFullSizeBudget = int64_t{1} << 24;
 
@@ -88,6 +78,39 @@ class SmallSizes {
  private:
   std::vector<std::pair<int64_t, int64_t>> map_;  // (size, small size), by size
 };
+
+// Small stand-ins are unsafe where a kernel trusts a kernel_size argument against its weight's
+// sizes (CPU's slow_conv_transpose2d/3d and slow_conv3d run gemm over kernel_size without a check)
+// or a CPU integer tensor's values against them (below): such calls go straight to the real
+// sizes. (full_size_trial_affordable is defined with the rounds, below.)
+bool small_round_is_safe(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                         std::size_t first, std::size_t nargs) {
+  for (const c10::Argument& a : schema.arguments()) {
+    if (a.name() == "kernel_size") return false;
+  }
+  // A CPU integer tensor keeps its real values (indices, lengths) while the vdev tensors shrink:
+  // kernels that trust them (_unsafe_index, segment_reduce with unsafe=True) would read out of
+  // bounds.
+  for (std::size_t i = first; i < first + nargs; ++i) {
+    const bool cpu_integers = any_tensor(stack[i], [](const at::Tensor& t) {
+      return t.defined() && t.device().is_cpu() && !t.unsafeGetTensorImpl()->is_wrapped_number() &&
+             (c10::isIntegralType(t.scalar_type(), /*includeBool=*/false));
+    });
+    if (cpu_integers) return false;
+  }
+  // The small sizes keep those of CPU tensors: with large CPU arguments they may not be small.
+  const SmallSizes small(stack, first, nargs);
+  int64_t elements = 0;
+  for (std::size_t i = first; i < first + nargs; ++i) {
+    for_each_tensor(stack[i], [&](const at::Tensor& t) {
+      if (!is_vdev_tensor(t)) return;
+      int64_t n = 1;
+      for (int64_t s : t.sizes()) n *= small(s);
+      elements += n;
+    });
+  }
+  return full_size_trial_affordable(elements);
+}
 
 // The stand-in of one vdev tensor (see the header); the same tensor passed twice gets the same one.
 // `small` maps the sizes of the first round; without it, stand-ins have the real sizes.
@@ -192,7 +215,7 @@ bool cpu_accepts_stand_ins(const c10::OperatorHandle& op, const torch::jit::Stac
                            std::size_t first, std::size_t nargs, int64_t output_elements,
                            std::vector<bool>* undefined_returns) {
   if (!checked_on_stand_ins(op)) return true;
-  if (small_round_is_safe(op.schema()) &&
+  if (small_round_is_safe(op.schema(), stack, first, nargs) &&
       trial_round(op, stack, first, nargs, /*full_size=*/false, undefined_returns)) {
     return true;
   }

@@ -254,24 +254,17 @@ struct DeviceCache::State {
   }
 
   // Gives every whole free segment back to the runtime once no queued work of the device can use
-  // it. The wait happens with `lock` released, so that it never holds the allocator: a daemon
-  // thread waiting here at interpreter exit parks for good (runtime/process.h), and the exiting
-  // thread must still be able to free memory. Segments are out of their pools meanwhile, so no
-  // other thread allocates them; if the wait throws (the runtime is shutting down), they go back.
-  void release_free_segments(std::unique_lock<std::mutex>& lock) {
-    std::vector<Block*> taken = take_free_segments();
-    if (taken.empty()) return;
-    lock.unlock();
-    try {
-      vdev::rt::wait_device_idle(device);
-    } catch (...) {
-      lock.lock();
-      for (Block* b : taken) pool(b).insert(b);
-      throw;
-    }
-    lock.lock();
+  // it. The wait happens with the lock held, as CUDA's allocator synchronizes under its own: the
+  // free blocks cannot change meanwhile, concurrent allocations wait for the release instead of
+  // failing, and blocks whose record_stream fences complete during the wait are released too. The
+  // wait never parks a daemon thread at interpreter exit (it would hold the lock for good, and the
+  // exiting thread would deadlock on its next free): then it returns false, nothing is released,
+  // and the caller parks the thread once it has released the lock.
+  bool release_free_segments_locked() {
+    if (!vdev::rt::wait_device_idle_unless_stopping(device)) return false;
     ++stats.num_sync_all_streams;
-    release_taken(taken);
+    release_taken(take_free_segments());
+    return true;
   }
 
   [[noreturn]] void out_of_memory(std::size_t nbytes) {
@@ -306,13 +299,15 @@ Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {
   Block* b = s.take_free_block(owner, small, &stream, size);
   if (b == nullptr) b = s.new_segment(owner, small, &stream, size);
   if (b == nullptr) {
-    // Release the cache and retry once, as CUDA's allocator does. Other threads may allocate
-    // while the release waits (unlocked), so the pool is looked at again.
+    // Release the cache and retry once, as CUDA's allocator does.
     ++s.stats.num_alloc_retries;
-    s.release_free_segments(lock);
-    owner = s.pool_for(stream);
-    b = s.take_free_block(owner, small, &stream, size);
-    if (b == nullptr) b = s.new_segment(owner, small, &stream, size);
+    if (s.release_free_segments_locked()) {
+      b = s.new_segment(owner, small, &stream, size);
+    } else {  // exit: a daemon thread parks here, holding nothing
+      lock.unlock();
+      vdev::rt::park_if_stray_at_exit();
+      lock.lock();
+    }
   }
   if (b == nullptr) s.out_of_memory(nbytes);
 
@@ -373,8 +368,11 @@ void DeviceCache::record_stream(Block* b, vdev::rt::Stream& stream) {
 }
 
 void DeviceCache::empty_cache() {
-  std::unique_lock<std::mutex> lock(s_->mu);
-  s_->release_free_segments(lock);
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->release_free_segments_locked();
+  }
+  vdev::rt::park_if_stray_at_exit();  // a daemon thread whose wait ended at exit, holding nothing
 }
 
 void DeviceCache::begin_allocate_to_pool(MempoolId pool, std::uint64_t capture_id) {

@@ -28,12 +28,12 @@
 // an allocation fails: both first wait until no queued work of the device can use them.
 // Statistics follow torch.cuda.memory_stats (c10::CachingDeviceAllocator::DeviceStats).
 //
-// Thread rules: every method is safe from any thread (one mutex per device). The mutex is never
-// held while waiting for the device's streams: releasing segments takes them out of their pools,
-// waits unlocked, then gives them back to the runtime. (A thread that waits at interpreter exit
-// parks for good, runtime/process.h; had it held the mutex, the exiting thread would deadlock on
-// its next free.) Stream workers never allocate or free device memory (queued tasks hold no
-// device Storages).
+// Thread rules: every method is safe from any thread (one mutex per device). Stream workers never
+// allocate or free device memory (queued tasks hold no device Storages), so waiting for the
+// device's streams while holding the mutex cannot deadlock; that wait never parks a thread at
+// interpreter exit (runtime/process.h) while it holds the mutex: a daemon thread in empty_cache or
+// an out-of-memory retry at exit parks only after releasing it, so the exiting thread can still
+// free memory.
 // Ownership: Blocks are owned by their DeviceCache; DeviceCaches live until process exit.
 #pragma once
 

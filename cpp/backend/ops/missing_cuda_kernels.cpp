@@ -32,6 +32,9 @@ const Product* product_of(std::string_view name) {
       {"aten::addmv_", {"addmv_impl_cuda", 1}},
       {"aten::dot", {"dot", 0}},
       {"aten::vdot", {"vdot", 0}},
+      {"aten::addbmm", {"addmm_cuda", 1}},
+      {"aten::addbmm_", {"addmm_cuda", 1}},
+      {"aten::_addmm_activation", {"addmm_cuda", 1}},
   };
   auto it = products.find(name);
   return it == products.end() ? nullptr : &it->second;

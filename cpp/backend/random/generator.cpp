@@ -115,8 +115,16 @@ void VdevGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   std::memcpy(&seed, bytes, kSeedBytes);
   if (n == kStateBytes) std::memcpy(&offset, bytes + kSeedBytes, sizeof(offset));
   check_offset(offset);
+  if (C10_UNLIKELY(capturing_on(device().index()))) {
+    {
+      std::lock_guard<std::mutex> lock(state_->mu);
+      check_same_seed_while_capturing(device().index(), state_->seed, seed);
+    }
+    // The offset within the graph (graph_draws.h): the generator itself is left alone.
+    const std::uint64_t capture = current_runtime_stream(device().index()).capture_id();
+    if (set_graph_offset(capture, state_, offset)) return;
+  }
   std::lock_guard<std::mutex> lock(state_->mu);
-  check_same_seed_while_capturing(device().index(), state_->seed, seed);
   state_->seed = seed;
   state_->offset = offset;
 }
@@ -129,6 +137,10 @@ c10::intrusive_ptr<c10::TensorImpl> VdevGeneratorImpl::get_state() const {
     std::lock_guard<std::mutex> lock(state_->mu);
     seed = state_->seed;
     offset = state_->offset;
+  }
+  if (C10_UNLIKELY(capturing_on(device().index()))) {  // the offset within the graph
+    const std::uint64_t capture = current_runtime_stream(device().index()).capture_id();
+    if (std::optional<uint64_t> in_graph = graph_offset(capture, state_)) offset = *in_graph;
   }
   std::memcpy(t.data_ptr(), &seed, kSeedBytes);
   std::memcpy(static_cast<uint8_t*>(t.data_ptr()) + kSeedBytes, &offset, sizeof(offset));

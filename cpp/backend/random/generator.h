@@ -17,7 +17,8 @@
 // GeneratorImpl::mutex_ (taken by PyTorch's Python bindings) is not needed by this class.
 // During a graph capture on the generator's device (its current stream), as CUDA's: setting the
 // seed to another value, set_offset, get_offset, seed(), clone and new generators raise;
-// setting the same seed does nothing; states may be read and set (same seed).
+// setting the same seed does nothing; get_state / set_state (same seed) read and set the
+// generator's offset within the graph being captured, not its own (backend/random/graph_draws.h).
 // Ownership: default generators live for the process (leaked on purpose: ATen hands out
 // references to them until exit).
 #pragma once

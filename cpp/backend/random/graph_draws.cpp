@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -11,10 +12,29 @@
 namespace vdev::backend {
 namespace {
 
+// One state a capture draws from: the offset within the graph the next draw takes, and the
+// highest offset reached (what a replay advances the state by). They differ once get_state /
+// set_state inside the capture (activation checkpointing) rewound the offset to draw again.
+struct CapturedUse {
+  c10::intrusive_ptr<PhiloxState> state;
+  uint64_t next = 0;
+  uint64_t high = 0;
+};
+
 struct Registry {
   std::mutex mu;
-  // Per capture: each state drawn from, with the offset within the graph reached so far.
-  std::map<std::uint64_t, std::vector<GraphRngUse>> captures;
+  std::map<std::uint64_t, std::vector<CapturedUse>> captures;
+
+  // The capture's entry for `state` (made at offset 0), or null when no such capture.
+  CapturedUse* use(std::uint64_t capture_id, const c10::intrusive_ptr<PhiloxState>& state) {
+    auto it = captures.find(capture_id);
+    if (it == captures.end()) return nullptr;
+    for (CapturedUse& u : it->second) {
+      if (u.state == state) return &u;
+    }
+    it->second.push_back(CapturedUse{state});
+    return &it->second.back();
+  }
 };
 
 Registry& registry() {
@@ -40,17 +60,31 @@ std::optional<RandomDraw> reserve_graph_draw(std::uint64_t capture_id,
                                              const c10::intrusive_ptr<PhiloxState>& state) {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  auto it = r.captures.find(capture_id);
-  if (it == r.captures.end()) return std::nullopt;
-  for (GraphRngUse& use : it->second) {
-    if (use.state == state) {
-      const RandomDraw draw{0, use.increment, state.get()};
-      use.increment += kOffsetPerDraw;
-      return draw;
-    }
-  }
-  it->second.push_back(GraphRngUse{state, kOffsetPerDraw});
-  return RandomDraw{0, 0, state.get()};
+  CapturedUse* u = r.use(capture_id, state);
+  if (u == nullptr) return std::nullopt;
+  const RandomDraw draw{0, u->next, state.get()};
+  u->next += kOffsetPerDraw;
+  u->high = std::max(u->high, u->next);
+  return draw;
+}
+
+std::optional<uint64_t> graph_offset(std::uint64_t capture_id,
+                                     const c10::intrusive_ptr<PhiloxState>& state) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  CapturedUse* u = r.use(capture_id, state);
+  if (u == nullptr) return std::nullopt;
+  return u->next;
+}
+
+bool set_graph_offset(std::uint64_t capture_id, const c10::intrusive_ptr<PhiloxState>& state,
+                      uint64_t offset) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  CapturedUse* u = r.use(capture_id, state);
+  if (u == nullptr) return false;
+  u->next = offset;
+  return true;
 }
 
 std::vector<GraphRngUse> end_graph_draws(std::uint64_t capture_id) {
@@ -58,7 +92,10 @@ std::vector<GraphRngUse> end_graph_draws(std::uint64_t capture_id) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.captures.find(capture_id);
   if (it == r.captures.end()) return {};
-  std::vector<GraphRngUse> uses = std::move(it->second);
+  std::vector<GraphRngUse> uses;
+  for (CapturedUse& u : it->second) {
+    if (u.high > 0) uses.push_back(GraphRngUse{std::move(u.state), u.high});
+  }
   r.captures.erase(it);
   return uses;
 }

@@ -44,6 +44,14 @@ void begin_graph_draws(std::uint64_t capture_id);
 // registered; the caller draws as usual).
 std::optional<RandomDraw> reserve_graph_draw(std::uint64_t capture_id,
                                              const c10::intrusive_ptr<PhiloxState>& state);
+// The state's offset within the graph of capture `capture_id` (what its next recorded draw
+// takes), and setting it: a generator's get_state / set_state during a capture read and write
+// this, not the generator's own offset (as CUDA's intragraph offset), so activation checkpointing
+// inside a capture recomputes with the numbers of the forward. nullopt / false: no such capture.
+std::optional<uint64_t> graph_offset(std::uint64_t capture_id,
+                                     const c10::intrusive_ptr<PhiloxState>& state);
+bool set_graph_offset(std::uint64_t capture_id, const c10::intrusive_ptr<PhiloxState>& state,
+                      uint64_t offset);
 std::vector<GraphRngUse> end_graph_draws(std::uint64_t capture_id);
 void drop_graph_draws(std::uint64_t capture_id) noexcept;
 

@@ -132,11 +132,9 @@ def guard_index_checks(source: str) -> str:
 
 
 def _mark(stack: list[_Block]) -> None:
-    """Marks the innermost loop (not an omp simd one) and the function around a check."""
-    loop_marked = False
-    for block in reversed(stack):
-        if block.kind == "for" and not loop_marked:
-            block.marked = loop_marked = True
-        elif block.kind == "function":
-            block.marked = loop_marked  # a check outside any loop throws as it is
-            return
+    """Marks the innermost loop (not an omp simd one) around a check and the kernel function that
+    holds it; nothing outside an ``extern "C"`` kernel (a helper function has no error holder)."""
+    loop = next((b for b in reversed(stack) if b.kind == "for"), None)
+    function = next((b for b in reversed(stack) if b.kind == "function"), None)
+    if loop is not None and function is not None and function.open < loop.open:
+        loop.marked = function.marked = True
