@@ -348,3 +348,30 @@ def test_device_memory_capacity_is_enforced_and_device_keeps_working():
     assert "out of memory. Tried to allocate 4.00 MiB" in oom
     assert "total capacity of 1.00 MiB" in oom
     assert after == "3000.0 vdev:0"
+
+
+@pytest.mark.parametrize("direction", ["cpu->vdev", "vdev->vdev", "vdev->cpu", "vdev:0->vdev:1"])
+@pytest.mark.parametrize(
+    "dst_shape, src_shape",
+    [((0,), (2,)), ((3,), (2,)), ((2, 0), (3, 0)), ((3,), (2, 3)), ((2, 3), (3,)), ((0, 2), (1,))],
+)
+def test_copy_broadcasts_and_refuses_as_cpus_copy_does_at_the_call(direction, dst_shape, src_shape):
+    # Before: an empty destination returned at once, and vdev -> vdev copies of shapes that do not
+    # broadcast were queued and failed at a later synchronize (or, for an empty one, never).
+    src_dev, dst_dev = direction.replace("vdev->", "vdev:0->").split("->")
+    src_dev = "vdev:0" if src_dev == "vdev" else src_dev
+
+    def run(s_dev, d_dev):
+        try:
+            dst = torch.zeros(dst_shape, device=d_dev)
+            dst.copy_(torch.arange(float(torch.Size(src_shape).numel())).view(src_shape).to(s_dev))
+            return None, dst.cpu()
+        except RuntimeError as e:
+            return str(e), None
+
+    want_error, want = run("cpu", "cpu")
+    got_error, got = run(src_dev, dst_dev)
+    assert got_error == want_error
+    if want is not None:
+        assert torch.equal(got, want)
+    torch.vdev.synchronize()  # nothing was queued that fails later

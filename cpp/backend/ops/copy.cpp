@@ -19,6 +19,7 @@
 // or write (never Storages, backend/memory/retained_memory.h), so no pinned block is reused while a
 // copy that uses it is pending; device blocks are ordered by the caching allocator's stream
 // semantics.
+#include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -181,6 +182,14 @@ at::Tensor vdev_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
               dst.device(), ": only cpu <-> vdev and vdev <-> vdev copies are supported");
   TORCH_CHECK(dst_vdev || dst.device().is_cpu(), "vdev: cannot copy from ", self.device(), " to ",
               dst.device(), ": only cpu <-> vdev and vdev <-> vdev copies are supported");
+  // CPU's and CUDA's copy_ (a TensorIterator) broadcast the source to the destination's shape and
+  // raise at the call otherwise, an empty destination included (before, vdev returned for one,
+  // and the queued copy failed later or not at all).
+  if (!self.sizes().equals(dst.sizes())) {
+    const std::vector<int64_t> shape = at::infer_size(dst.sizes(), self.sizes());
+    TORCH_CHECK(dst.sizes().equals(shape), "output with shape ", dst.sizes(),
+                " doesn't match the broadcast shape ", c10::IntArrayRef(shape));
+  }
   if (dst.numel() == 0) return dst;
   // The overlap checks of the TensorIterator CPU and CUDA copies build (copy_impl in
   // aten/src/ATen/native/Copy.cpp), which copy_ skips for a device it hands to _copy_from. The
