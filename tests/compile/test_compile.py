@@ -12,7 +12,7 @@ from torch._dynamo.testing import CompileCounter
 from torch._inductor.utils import run_and_get_code
 
 from conftest import run_python
-from torch_vdev.compile import inductor_backend, inductor_device_rules, kernels
+from torch_vdev.compile import index_checks, inductor_backend, inductor_device_rules, kernels
 
 
 def assert_close(got, want):
@@ -243,7 +243,7 @@ extern "C" void kernel(const long* i, float* out)
     }
 }
 """
-    out = kernels.guard_index_checks(source)
+    out = index_checks.guard_index_checks(source)
     # The simd loop may not hold a try block: the omp for's body does.
     body_open = out.index("for(long x0=0; x0<4; x0+=1)")
     assert out[body_open:].lstrip().startswith("for(long x0=0; x0<4; x0+=1)\n        { try {")
@@ -252,9 +252,9 @@ extern "C" void kernel(const long* i, float* out)
     assert "VdevKernelError vdev_kernel_error;" in out and "vdev_kernel_error.rethrow();" in out
     assert out.index("struct VdevKernelError") > out.index("#include <x.h>")
     assert "{ not a block }" in out
-    assert kernels.guard_index_checks(source.replace("index out of bounds", "x")) == source.replace(
-        "index out of bounds", "x"
-    )
+    assert index_checks.guard_index_checks(
+        source.replace("index out of bounds", "x")
+    ) == source.replace("index out of bounds", "x")
 
 
 def test_cpp_wrapper_is_refused_naming_the_setting():

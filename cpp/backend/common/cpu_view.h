@@ -30,8 +30,8 @@ struct AliasSpec {
   // The same bytes seen the same way (address, sizes, strides, dtype, conj/neg bits). Views of no
   // bytes are never the same: empty tensors share the null address but never overlap.
   bool same_view(const AliasSpec& o) const {
-    return data != nullptr && data == o.data && dtype == o.dtype && conj == o.conj &&
-           neg == o.neg && sizes == o.sizes && strides == o.strides && !has_zero_size();
+    return data == o.data && dtype == o.dtype && conj == o.conj && neg == o.neg &&
+           sizes == o.sizes && strides == o.strides && !has_zero_size();
   }
   bool has_zero_size() const {
     for (int64_t s : sizes) {

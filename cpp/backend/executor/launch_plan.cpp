@@ -80,22 +80,6 @@ std::optional<std::vector<MetaReturn>> run_meta(const c10::OperatorHandle& op,
   return returns;
 }
 
-bool same_metadata(const std::vector<MetaReturn>& a, const std::vector<MetaReturn>& b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (a[i].kind != b[i].kind || a[i].tensors.size() != b[i].tensors.size()) return false;
-    for (std::size_t k = 0; k < a[i].tensors.size(); ++k) {
-      const MetaTensor& x = a[i].tensors[k];
-      const MetaTensor& y = b[i].tensors[k];
-      if (x.defined != y.defined || x.sizes != y.sizes || x.strides != y.strides ||
-          x.dtype != y.dtype) {
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
 // Whether the returns' metadata depends on the values of a CPU tensor argument: the meta kernel
 // cannot give it (or gives another) when those tensors are meta tensors too. Wrapped numbers
 // (Python scalars) are values by design and are left out.
@@ -111,7 +95,7 @@ bool returns_depend_on_cpu_values(const c10::OperatorHandle& op, const torch::ji
   if (!any_cpu) return false;
   const std::optional<std::vector<MetaReturn>> from_metadata =
       run_meta(op, stack, first, nargs, to_meta_all);
-  return !from_metadata || !same_metadata(*from_metadata, with_cpu_values);
+  return !from_metadata || *from_metadata != with_cpu_values;
 }
 
 }  // namespace

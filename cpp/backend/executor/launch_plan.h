@@ -28,6 +28,9 @@ struct MetaTensor {
   bool defined = false;
   std::vector<int64_t> sizes, strides;
   c10::ScalarType dtype = c10::ScalarType::Undefined;
+  bool operator==(const MetaTensor& o) const {
+    return defined == o.defined && sizes == o.sizes && strides == o.strides && dtype == o.dtype;
+  }
 };
 
 // The metadata of `t` (of any device).
@@ -37,6 +40,7 @@ MetaTensor describe(const at::Tensor& t);
 struct MetaReturn {
   enum Kind { Tensor, TensorList, None } kind = None;
   std::vector<MetaTensor> tensors;
+  bool operator==(const MetaReturn& o) const { return kind == o.kind && tensors == o.tensors; }
 };
 
 struct LaunchPlan {

@@ -51,10 +51,19 @@ bool kept_layout(const at::Tensor& written, const at::Tensor& device_alias) {
   return true;
 }
 
-// Puts what an out= kernel wrote through a restrided `written` into the device layout.
-void restore_layout(const at::Tensor& written, const at::Tensor& device_alias) {
-  const at::Tensor values = written.clone();  // the same bytes: read them all before writing
-  copy_result(device_alias, values);
+// After an out= kernel wrote through `written[k]` (aliases of `device_alias(k)`'s bytes): puts
+// what a restrided one wrote into the device layout; whether any was restrided.
+template <typename DeviceAlias>
+bool restore_layouts(const c10::SmallVector<at::Tensor, 2>& written, DeviceAlias device_alias) {
+  bool restored = false;
+  for (std::size_t k = 0; k < written.size(); ++k) {
+    const at::Tensor& device = device_alias(k);
+    if (kept_layout(written[k], device)) continue;
+    const at::Tensor values = written[k].clone();  // the same bytes: read them all before writing
+    copy_result(device, values);
+    restored = true;
+  }
+  return restored;
 }
 
 // A vdev tensor as a CPU alias of its device bytes; a CPU tensor as a snapshot.
@@ -129,12 +138,10 @@ void OperatorTask::run() {
     }
     try {
       plan_->out_op->callBoxed(&stack);
-      for (std::size_t i = 0; i < written.size(); ++i) {
-        if (!kept_layout(written[i], outputs[i].toTensor())) {
-          restore_layout(written[i], outputs[i].toTensor());
-          // Calls of this plan use the functional form and a copy from now on.
-          plan_->out_refused.store(true, std::memory_order_relaxed);
-        }
+      if (restore_layouts(
+              written, [&](std::size_t k) -> const at::Tensor& { return outputs[k].toTensor(); })) {
+        // Calls of this plan use the functional form and a copy from now on.
+        plan_->out_refused.store(true, std::memory_order_relaxed);
       }
       return;
     } catch (const c10::Error& e) {
@@ -182,12 +189,10 @@ void OperatorTask::run_mutating(const torch::jit::Stack& made, torch::jit::Stack
     }
     try {
       op_.callBoxed(&stack);
-      for (std::size_t k = 0; k < out_args.size(); ++k) {
-        const at::Tensor& device_alias = made[out_args[k]].toTensor();
-        if (!kept_layout(written[k], device_alias)) {
-          restore_layout(written[k], device_alias);
-          plan_->out_refused.store(true, std::memory_order_relaxed);  // temporaries from now on
-        }
+      if (restore_layouts(written, [&](std::size_t k) -> const at::Tensor& {
+            return made[out_args[k]].toTensor();
+          })) {
+        plan_->out_refused.store(true, std::memory_order_relaxed);  // temporaries from now on
       }
       return;
     } catch (const c10::Error& e) {

@@ -79,12 +79,28 @@ class SmallSizes {
   std::vector<std::pair<int64_t, int64_t>> map_;  // (size, small size), by size
 };
 
+// The elements of every vdev tensor argument, counting a tensor passed twice twice; with `small`,
+// of their small stand-ins.
+int64_t vdev_elements(const torch::jit::Stack& stack, std::size_t first, std::size_t nargs,
+                      const SmallSizes* small = nullptr) {
+  int64_t n = 0;
+  for (std::size_t i = first; i < first + nargs; ++i) {
+    for_each_tensor(stack[i], [&](const at::Tensor& t) {
+      if (!is_vdev_tensor(t)) return;
+      int64_t elements = 1;
+      for (int64_t s : t.sizes()) elements *= small != nullptr ? (*small)(s) : s;
+      n += elements;
+    });
+  }
+  return n;
+}
+
 // Small stand-ins are unsafe where a kernel trusts a kernel_size argument against its weight's
 // sizes (CPU's slow_conv_transpose2d/3d and slow_conv3d run gemm over kernel_size without a check)
 // or a CPU integer tensor's values against them (below): such calls go straight to the real
-// sizes. (full_size_trial_affordable is defined with the rounds, below.)
+// sizes.
 bool small_round_is_safe(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
-                         std::size_t first, std::size_t nargs) {
+                         std::size_t first, std::size_t nargs, const SmallSizes& small) {
   for (const c10::Argument& a : schema.arguments()) {
     if (a.name() == "kernel_size") return false;
   }
@@ -99,17 +115,7 @@ bool small_round_is_safe(const c10::FunctionSchema& schema, const torch::jit::St
     if (cpu_integers) return false;
   }
   // The small sizes keep those of CPU tensors: with large CPU arguments they may not be small.
-  const SmallSizes small(stack, first, nargs);
-  int64_t elements = 0;
-  for (std::size_t i = first; i < first + nargs; ++i) {
-    for_each_tensor(stack[i], [&](const at::Tensor& t) {
-      if (!is_vdev_tensor(t)) return;
-      int64_t n = 1;
-      for (int64_t s : t.sizes()) n *= small(s);
-      elements += n;
-    });
-  }
-  return full_size_trial_affordable(elements);
+  return full_size_trial_affordable(vdev_elements(stack, first, nargs, &small));
 }
 
 // The stand-in of one vdev tensor (see the header); the same tensor passed twice gets the same one.
@@ -139,27 +145,16 @@ class StandIns {
   std::unordered_map<const c10::TensorImpl*, at::Tensor> made_;
 };
 
-// The elements of every vdev tensor argument, counting a tensor passed twice twice.
-int64_t vdev_elements(const torch::jit::Stack& stack, std::size_t first, std::size_t nargs) {
-  int64_t n = 0;
-  for (std::size_t i = first; i < first + nargs; ++i) {
-    for_each_tensor(stack[i], [&](const at::Tensor& t) {
-      if (is_vdev_tensor(t)) n += t.numel();
-    });
-  }
-  return n;
-}
-
-// One round: CPU's kernel on stand-ins (small, or of the real sizes); on success, the
+// One round: CPU's kernel on stand-ins (small ones with `small`, else of the real sizes); on
+// success, the
 // undefined single-tensor returns into `undefined_returns` (if given).
 bool trial_round(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
-                 std::size_t nargs, bool full_size, std::vector<bool>* undefined_returns) {
+                 std::size_t nargs, const SmallSizes* small, std::vector<bool>* undefined_returns) {
   const std::optional<std::size_t> g = generator_argument(op.schema());
   torch::jit::Stack trial_stack;
   trial_stack.reserve(nargs);
   try {
-    const SmallSizes small(stack, first, nargs);
-    StandIns stand_ins(full_size ? nullptr : &small);
+    StandIns stand_ins(small);
     for (std::size_t i = 0; i < nargs; ++i) {
       if (g && i == *g) {
         trial_stack.emplace_back(at::detail::createCPUGenerator());  // draws nothing of the user's
@@ -215,8 +210,9 @@ bool cpu_accepts_stand_ins(const c10::OperatorHandle& op, const torch::jit::Stac
                            std::size_t first, std::size_t nargs, int64_t output_elements,
                            std::vector<bool>* undefined_returns) {
   if (!checked_on_stand_ins(op)) return true;
-  if (small_round_is_safe(op.schema(), stack, first, nargs) &&
-      trial_round(op, stack, first, nargs, /*full_size=*/false, undefined_returns)) {
+  const SmallSizes small(stack, first, nargs);
+  if (small_round_is_safe(op.schema(), stack, first, nargs, small) &&
+      trial_round(op, stack, first, nargs, &small, undefined_returns)) {
     return true;
   }
   // Small stand-ins fail many size checks that the real sizes pass (a pooling kernel of 3, a
@@ -225,7 +221,7 @@ bool cpu_accepts_stand_ins(const c10::OperatorHandle& op, const torch::jit::Stac
   if (!full_size_trial_affordable(vdev_elements(stack, first, nargs) + output_elements)) {
     return false;
   }
-  return trial_round(op, stack, first, nargs, /*full_size=*/true, undefined_returns);
+  return trial_round(op, stack, first, nargs, /*small=*/nullptr, undefined_returns);
 }
 
 bool may_settle_on_the_host() {

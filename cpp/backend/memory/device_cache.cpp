@@ -205,51 +205,44 @@ struct DeviceCache::State {
     pool(b).insert(b);
   }
 
-  // Moves every whole free segment of `pool` into `taken`: nothing can allocate from it any more.
-  static void take_segments_of(Pool& pool, std::vector<Block*>& taken) {
-    for (auto it = pool.begin(); it != pool.end();) {
-      if ((*it)->is_split()) {
+  // Gives every whole free segment back to the runtime. The caller has made sure that no queued
+  // work can still use them (wait_then_release_free_segments).
+  // Private pools no graph uses any more are released too (and forgotten once they own nothing).
+  void release_free_segments() {
+    process_deferred();
+    release_segments_of(small_pool);
+    release_segments_of(large_pool);
+    for (auto it = private_pools.begin(); it != private_pools.end();) {
+      PrivatePool* p = it->second;
+      if (p->use_count > 0) {
         ++it;
         continue;
       }
-      taken.push_back(*it);
+      release_segments_of(p->small_pool);
+      release_segments_of(p->large_pool);
+      if (p->segments == 0) {
+        delete p;
+        it = private_pools.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  void release_segments_of(Pool& pool) {
+    for (auto it = pool.begin(); it != pool.end();) {
+      Block* b = *it;
+      if (b->is_split()) {
+        ++it;
+        continue;
+      }
       it = pool.erase(it);
-    }
-  }
-
-  // Takes every whole free segment out of its pool: the device's pools and those of private pools
-  // no graph uses any more (releasing them is release_taken's, once no queued work can use them).
-  std::vector<Block*> take_free_segments() {
-    process_deferred();
-    std::vector<Block*> taken;
-    take_segments_of(small_pool, taken);
-    take_segments_of(large_pool, taken);
-    for (auto& [id, p] : private_pools) {
-      if (p->use_count > 0) continue;
-      take_segments_of(p->small_pool, taken);
-      take_segments_of(p->large_pool, taken);
-    }
-    return taken;
-  }
-
-  // Gives taken segments back to the runtime, and forgets unused private pools that own nothing.
-  void release_taken(const std::vector<Block*>& taken) {
-    for (Block* b : taken) {
       vdev::rt::device_free(b->ptr);
       add_to_stat(stats.segment, b->small, -1);
       add_to_stat(stats.reserved_bytes, b->small, -static_cast<std::int64_t>(b->size));
       ++stats.num_device_free;
       if (b->owner != nullptr) --b->owner->segments;
       delete b;
-    }
-    for (auto it = private_pools.begin(); it != private_pools.end();) {
-      PrivatePool* p = it->second;
-      if (p->use_count == 0 && p->segments == 0) {
-        delete p;
-        it = private_pools.erase(it);
-      } else {
-        ++it;
-      }
     }
   }
 
@@ -260,10 +253,10 @@ struct DeviceCache::State {
   // wait never parks a daemon thread at interpreter exit (it would hold the lock for good, and the
   // exiting thread would deadlock on its next free): then it returns false, nothing is released,
   // and the caller parks the thread once it has released the lock.
-  bool release_free_segments_locked() {
+  bool wait_then_release_free_segments() {
     if (!vdev::rt::wait_device_idle_unless_stopping(device)) return false;
     ++stats.num_sync_all_streams;
-    release_taken(take_free_segments());
+    release_free_segments();
     return true;
   }
 
@@ -301,7 +294,7 @@ Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {
   if (b == nullptr) {
     // Release the cache and retry once, as CUDA's allocator does.
     ++s.stats.num_alloc_retries;
-    if (s.release_free_segments_locked()) {
+    if (s.wait_then_release_free_segments()) {
       b = s.new_segment(owner, small, &stream, size);
     } else {  // exit: a daemon thread parks here, holding nothing
       lock.unlock();
@@ -370,7 +363,7 @@ void DeviceCache::record_stream(Block* b, vdev::rt::Stream& stream) {
 void DeviceCache::empty_cache() {
   {
     std::lock_guard<std::mutex> lock(s_->mu);
-    s_->release_free_segments_locked();
+    s_->wait_then_release_free_segments();
   }
   vdev::rt::park_if_stray_at_exit();  // a daemon thread whose wait ended at exit, holding nothing
 }

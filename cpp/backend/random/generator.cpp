@@ -34,21 +34,22 @@ VdevGeneratorImpl& vdev_impl(const at::Generator& gen) {
   return *static_cast<VdevGeneratorImpl*>(gen.unsafeGetGeneratorImpl());
 }
 
-// Whether the current stream of `device` is capturing a graph (CUDA asks its current stream).
-bool capturing_on(c10::DeviceIndex device) {
-  return vdev::rt::active_captures() > 0 && current_runtime_stream(device).capture_id() != 0;
+// The capture the current stream of `device` records into, or 0 (CUDA asks its current stream).
+std::uint64_t capture_on(c10::DeviceIndex device) {
+  if (C10_LIKELY(vdev::rt::active_captures() == 0)) return 0;
+  return current_runtime_stream(device).capture_id();
 }
 
 // CUDA's assertNotCapturing, for the generator calls a capture cannot record.
 void check_not_capturing(c10::DeviceIndex device, const char* attempt) {
-  TORCH_CHECK(!capturing_on(device), attempt,
+  TORCH_CHECK(capture_on(device) == 0, attempt,
               " during vdev graph capture. If you need this call to be captured, please file an "
               "issue. Current stream capture status: active");
 }
 
 // CUDA's rule since torch 2.10: during a capture a seed may be "set" only to what it is.
-void check_same_seed_while_capturing(c10::DeviceIndex device, uint64_t current, uint64_t seed) {
-  TORCH_CHECK(!capturing_on(device) || current == seed,
+void check_same_seed(uint64_t current, uint64_t seed) {
+  TORCH_CHECK(current == seed,
               "VdevGeneratorImpl::set_current_seed can be called during stream capture only if "
               "new seed is the same as the original seed.");
 }
@@ -62,10 +63,10 @@ VdevGeneratorImpl::VdevGeneratorImpl(c10::DeviceIndex device, c10::intrusive_ptr
 
 void VdevGeneratorImpl::set_current_seed(uint64_t seed) {
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (C10_UNLIKELY(capturing_on(device().index()))) {
+  if (C10_UNLIKELY(capture_on(device().index()) != 0)) {
     // torch.manual_seed inside a capture: the same seed changes nothing (the offset stays, as
     // CUDA's); another seed is refused, as a replay could not repeat it.
-    check_same_seed_while_capturing(device().index(), state_->seed, seed);
+    check_same_seed(state_->seed, seed);
     return;
   }
   state_->seed = seed;
@@ -115,13 +116,9 @@ void VdevGeneratorImpl::set_state(const c10::TensorImpl& new_state) {
   std::memcpy(&seed, bytes, kSeedBytes);
   if (n == kStateBytes) std::memcpy(&offset, bytes + kSeedBytes, sizeof(offset));
   check_offset(offset);
-  if (C10_UNLIKELY(capturing_on(device().index()))) {
-    {
-      std::lock_guard<std::mutex> lock(state_->mu);
-      check_same_seed_while_capturing(device().index(), state_->seed, seed);
-    }
+  if (const std::uint64_t capture = capture_on(device().index()); C10_UNLIKELY(capture != 0)) {
+    check_same_seed(current_seed(), seed);
     // The offset within the graph (graph_draws.h): the generator itself is left alone.
-    const std::uint64_t capture = current_runtime_stream(device().index()).capture_id();
     if (set_graph_offset(capture, state_, offset)) return;
   }
   std::lock_guard<std::mutex> lock(state_->mu);
@@ -138,8 +135,7 @@ c10::intrusive_ptr<c10::TensorImpl> VdevGeneratorImpl::get_state() const {
     seed = state_->seed;
     offset = state_->offset;
   }
-  if (C10_UNLIKELY(capturing_on(device().index()))) {  // the offset within the graph
-    const std::uint64_t capture = current_runtime_stream(device().index()).capture_id();
+  if (const std::uint64_t capture = capture_on(device().index()); C10_UNLIKELY(capture != 0)) {
     if (std::optional<uint64_t> in_graph = graph_offset(capture, state_)) offset = *in_graph;
   }
   std::memcpy(t.data_ptr(), &seed, kSeedBytes);
@@ -215,11 +211,8 @@ at::Generator new_user_generator(c10::DeviceIndex device) {
 RandomDraw reserve_draw(const std::optional<at::Generator>& gen, c10::DeviceIndex device) {
   VdevGeneratorImpl& impl =
       gen.has_value() && gen->defined() ? vdev_impl(*gen) : vdev_impl(default_generator(device));
-  if (C10_UNLIKELY(vdev::rt::active_captures() > 0)) {
-    const std::uint64_t capture = current_runtime_stream(impl.device().index()).capture_id();
-    if (capture != 0) {
-      if (auto draw = reserve_graph_draw(capture, impl.state())) return *draw;
-    }
+  if (const std::uint64_t capture = capture_on(impl.device().index()); C10_UNLIKELY(capture != 0)) {
+    if (auto draw = reserve_graph_draw(capture, impl.state())) return *draw;
   }
   return impl.reserve();
 }

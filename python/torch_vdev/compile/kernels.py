@@ -28,7 +28,7 @@ from torch._inductor.codecache import (
 )
 
 from torch_vdev import _C
-from torch_vdev.compile.index_checks import guard_index_checks  # noqa: F401 (also for tests)
+from torch_vdev.compile.index_checks import guard_index_checks
 
 # Argument types Inductor's C++ kernels take besides pointers (cpp_argdefs: sizes are INDEX_TYPE,
 # int64_t; unbacked float symbols are float), mapped to the slot member that carries them.
