@@ -10,7 +10,7 @@
 #include "runtime/device.h"
 #include "runtime/errors.h"
 #include "runtime/process.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 
 namespace nb = nanobind;
 

@@ -13,13 +13,18 @@ namespace nb = nanobind;
 namespace vdev::bindings {
 namespace {
 
+// The bindings' form of backend/common/vdev_device.h's check, for Python strings and devices.
+[[noreturn]] void not_a_vdev_device(const char* fn, const std::string& got) {
+  rt::fail<std::invalid_argument>(fn, "expected a vdev device, got '", got, "'");
+}
+
 // "vdev" -> -1, "vdev:N" -> N. Not c10's parser: it casts N to the 8-bit c10::DeviceIndex and
 // checks the range only in debug builds, so "vdev:256" would silently mean vdev:0.
 int index_from_string(const std::string& s, const char* fn) {
   const std::string prefix = "vdev";
   if (s.compare(0, prefix.size(), prefix) != 0 ||
       (s.size() > prefix.size() && s[prefix.size()] != ':')) {
-    rt::fail<std::invalid_argument>(fn, "expected a vdev device, got '", s, "'");
+    not_a_vdev_device(fn, s);
   }
   if (s.size() == prefix.size()) return -1;
   const std::string digits = s.substr(prefix.size() + 1);
@@ -62,10 +67,7 @@ int device_index_from_py(nb::handle obj, const char* fn, bool allow_none, bool* 
   if (PyUnicode_Check(o)) return index_from_string(nb::cast<std::string>(obj), fn);
   if (std::strcmp(Py_TYPE(o)->tp_name, "torch.device") == 0) {
     const std::string type = nb::cast<std::string>(obj.attr("type"));
-    if (type != "vdev") {
-      rt::fail<std::invalid_argument>(fn, "expected a vdev device, got '",
-                                      nb::cast<std::string>(nb::str(obj)), "'");
-    }
+    if (type != "vdev") not_a_vdev_device(fn, nb::cast<std::string>(nb::str(obj)));
     nb::object index = obj.attr("index");
     return index.is_none() ? -1 : nb::cast<int>(index);
   }

@@ -12,7 +12,7 @@
 #include "backend/common/worker_warnings.h"
 #include "backend/device/events.h"
 #include "bindings/bindings.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 
 namespace nb = nanobind;
 

@@ -15,9 +15,11 @@
 #include "backend/testing/probes.h"
 #include "bindings/errors.h"
 #include "runtime/config.h"
+#include "runtime/fault_injection.h"
 #include "runtime/memory.h"
 #include "runtime/process.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
+#include "runtime/testing/fork_locks.h"
 #include "runtime/testing/gate.h"
 
 namespace nb = nanobind;
@@ -37,7 +39,7 @@ void bind_runtime(nb::module_& t) {
   t.def("default_device_threads", &rt::default_device_threads);
   t.def("runtime_allocated_bytes", [](int device) { return rt::memory_stats(device).allocated; });
   t.def(
-      "fail_next_worker_start", [] { rt::detail::fail_next_worker_start.store(true); },
+      "fail_next_worker_start", [] { rt::inject_fault(rt::Fault::kWorkerStart); },
       "The next stream worker start fails as if its thread could not be created.");
   t.def(
       "new_stream", [](int device) { return rt::new_stream(device, 0).id(); },

@@ -6,7 +6,7 @@ torchgen wraps every CUDA kernel in a device check of all its tensor arguments
 (c10::impl::check_and_update_common_device) unless the operator's entry in
 native_functions.yaml says `device_check: NoCheck`; those operators check devices themselves
 (TensorIterator, advanced indexing, ...). vdev applies the same two rules
-(cpp/backend/ops/device_rules.cpp), so it reads the same yaml: the copy torchgen ships inside
+(cpp/backend/checks/device_rules.cpp), so it reads the same yaml: the copy torchgen ships inside
 the installed torch wheel.
 
 2. The functional and in-place forms of structured operators (`structured_delegate:`), which

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 
 namespace rt = vdev::rt;
 using Clock = std::chrono::steady_clock;

@@ -20,7 +20,6 @@
 #include <utility>
 
 #include "runtime/config.h"
-#include "runtime/host_access.h"
 #include "runtime/process.h"
 
 namespace vdev::rt::arena {
@@ -174,7 +173,6 @@ void create_locked(Arena& a, int device, std::size_t capacity) {
   a.size = size;
   a.free.add(0, size);
   a.device_base.store(reinterpret_cast<std::uintptr_t>(device_view), std::memory_order_release);
-  install_host_access_diagnostics();
 }
 
 }  // namespace

@@ -26,7 +26,8 @@ const char* mode_name(CaptureMode m) {
 }
 }  // namespace
 
-class Capture {
+// The only TaskRecorder (runtime/stream.h): member streams hand it their tasks.
+class Capture final : public TaskRecorder {
  public:
   Capture(std::uint64_t id, Stream& origin, CaptureMode mode)
       : id_(id),
@@ -64,6 +65,18 @@ class Capture {
 
   std::string where() const {
     return detail::cat("the graph capture on vdev:", device_, " stream ", origin_->id());
+  }
+
+  std::uint64_t id() const noexcept override { return id_; }
+  void record(const Stream& s, const char* name, TaskFn fn) override {
+    detail::record_task(*this, s, name, std::move(fn));
+  }
+  bool add_member(const Stream& s, const CaptureClock& clock) override {
+    return detail::add_member(*this, s, clock);
+  }
+  [[noreturn]] void invalidate_and_throw(const char* operation,
+                                         const std::string& reason) override {
+    fail_capture(*this, operation, reason);
   }
 
   void throw_if_invalid_locked(const char* operation) const {
@@ -182,6 +195,14 @@ std::vector<CapturedTask> end_capture(Capture& c, Stream& stream) {
 }
 
 std::uint64_t capture_id(const Capture& c) noexcept { return c.id_; }
+
+bool join_capture(Stream& s, const std::shared_ptr<Capture>& c, const CaptureClock& clock) {
+  return s.join_capture(c, clock);
+}
+
+std::shared_ptr<Capture> capture_of(const Stream& s) {
+  return std::static_pointer_cast<Capture>(s.capture());  // Capture is the only TaskRecorder
+}
 
 void fail_capture(Capture& c, const char* operation, const std::string& reason) {
   invalidate(c, detail::cat(operation, ": ", reason));

@@ -1,5 +1,7 @@
 // Graph capture of the simulated driver: while a stream captures, the tasks queued on it are
-// recorded instead of run, in the spirit of cudaStreamBeginCapture / cudaStreamEndCapture.
+// recorded instead of run, in the spirit of cudaStreamBeginCapture / cudaStreamEndCapture. A
+// Capture is the TaskRecorder (runtime/stream.h) of its member streams: streams know only that
+// interface, so this module depends on streams and not the other way round.
 //
 // A capture begins on one stream (its origin) and belongs to that stream's device. Other streams
 // of the device join it the way CUDA's do: by waiting on an event recorded on a stream that
@@ -66,6 +68,13 @@ VDEV_RT_API std::vector<CapturedTask> end_capture(Capture& capture, Stream& stre
 // The id of a capture (unique in the process, never 0).
 VDEV_RT_API std::uint64_t capture_id(const Capture& capture) noexcept;
 
+// Stream `s` joins `c` (Stream::join_capture): false if it already captures.
+VDEV_RT_API bool join_capture(Stream& s, const std::shared_ptr<Capture>& c,
+                              const CaptureClock& clock);
+
+// The capture stream `s` is a member of, or nullptr.
+VDEV_RT_API std::shared_ptr<Capture> capture_of(const Stream& s);
+
 // Invalidates `capture` (if it is still active) with `reason`, then throws std::runtime_error
 // "[operation] reason (the graph capture on vdev:D stream S is invalidated...)".
 [[noreturn]] VDEV_RT_API void fail_capture(Capture& capture, const char* operation,
@@ -78,7 +87,7 @@ VDEV_RT_API void check_capture_permits(const char* operation);
 // Number of captures in progress in the process (a cheap test before looking further).
 VDEV_RT_API int active_captures() noexcept;
 
-// Used by Stream and Event (runtime/stream.cpp, runtime/event.cpp).
+// Used by Event (runtime/event.cpp) and, through the TaskRecorder interface, by Stream.
 namespace detail {
 // Records a task queued on member stream `s`; throws if the capture was invalidated.
 void record_task(Capture& c, const Stream& s, const char* name, TaskFn fn);

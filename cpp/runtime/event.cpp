@@ -76,7 +76,7 @@ void Event::record(Stream& stream) {
     }
     device_ = stream.device();  // claimed before queueing, so two recorders cannot disagree
   }
-  if (std::shared_ptr<Capture> c = stream.capture()) {
+  if (std::shared_ptr<Capture> c = capture_of(stream)) {
     mark->clock = detail::mark_clock(*c, stream);
     mark->capture = std::move(c);
   } else {
@@ -123,7 +123,7 @@ void Event::synchronize() const {
 void Event::block(Stream& stream) const {
   auto m = latest();
   if (m == nullptr) return;
-  std::shared_ptr<Capture> own = stream.capture();
+  std::shared_ptr<Capture> own = capture_of(stream);
   if (m->capture != nullptr) {  // a dependency inside a capture: nothing is queued
     if (own == m->capture) {
       detail::merge_clock(*own, stream, m->clock);
@@ -132,7 +132,7 @@ void Event::block(Stream& stream) const {
                    detail::cat("vdev:", stream.device(), " stream ", stream.id(),
                                " captures a graph and cannot wait on an event recorded in "
                                "another capture"));
-    } else if (!stream.join_capture(m->capture, m->clock)) {
+    } else if (!join_capture(stream, m->capture, m->clock)) {
       fail_capture(*m->capture, "wait_event",
                    detail::cat("vdev:", stream.device(), " stream ", stream.id(),
                                " began another capture while joining this one"));

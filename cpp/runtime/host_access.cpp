@@ -7,13 +7,12 @@
 #include <cstring>
 #include <mutex>
 
-#include "runtime/arena.h"
-
 namespace vdev::rt {
 namespace {
 
 struct sigaction g_previous_segv;
 struct sigaction g_previous_bus;
+DeviceAddressLookup g_lookup{};  // set once, before the handler is installed
 
 // Async-signal-safe output: no stdio, no allocation.
 void put(const char* s) {
@@ -93,7 +92,7 @@ void hand_on(int sig, siginfo_t* info, void* context) {
 
 void on_fault(int sig, siginfo_t* info, void* context) {
   const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
-  const int device = arena::device_of(addr);
+  const int device = g_lookup.device_of(addr);
   if (device >= 0) {
     put("\nvdev: the host touched device memory at ");
     put_hex(addr);
@@ -101,7 +100,7 @@ void on_fault(int sig, siginfo_t* info, void* context) {
     put_dec(static_cast<std::uintptr_t>(device));
     std::uintptr_t start = 0;
     std::size_t size = 0;
-    if (try_find_allocation(addr, &start, &size)) {
+    if (g_lookup.find_allocation(addr, &start, &size)) {
       put(", inside the device allocation ");
       put_hex(start);
       put(" of ");
@@ -120,9 +119,10 @@ void on_fault(int sig, siginfo_t* info, void* context) {
 
 }  // namespace
 
-void install_host_access_diagnostics() noexcept {
+void install_host_access_diagnostics(DeviceAddressLookup lookup) noexcept {
   static std::once_flag once;
-  std::call_once(once, [] {
+  std::call_once(once, [&] {
+    g_lookup = lookup;  // before the handler can run
     struct sigaction action;
     std::memset(&action, 0, sizeof action);
     action.sa_sigaction = &on_fault;

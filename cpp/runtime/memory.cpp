@@ -58,17 +58,44 @@ class LiveWriter {
   Table& t_;
 };
 
+bool find_live_allocation(std::uintptr_t addr, std::uintptr_t* start, std::size_t* size) noexcept;
+
 Table& table() {
   // Leaked on purpose: allocations may be freed by static destructors of other libraries (torch's
   // caches) after this translation unit's statics would have been destroyed.
   static Table* t = [] {
     auto* tbl = new Table;
     register_fork_lock(&tbl->mu, ForkLockLevel::kMemoryTable);
+    // A host dereference of device memory gets a diagnosis (runtime/host_access.h) from the first
+    // use of device memory on.
+    install_host_access_diagnostics({&arena::device_of, &find_live_allocation});
     tbl->stats.assign(static_cast<std::size_t>(device_count_noexcept()),
                       MemoryStats{config_error() ? 0 : config().device_memory, 0, 0, 0, 0, 0, 0});
     return tbl;
   }();
   return *t;
+}
+
+bool find_live_allocation(std::uintptr_t addr, std::uintptr_t* start, std::size_t* size) noexcept {
+  // In a signal handler: atomics only, never a lock, never a wait.
+  Table& t = table();
+  int expected = Table::kFree;
+  if (!t.live_access.compare_exchange_strong(expected, Table::kReading,
+                                             std::memory_order_acquire)) {
+    return false;  // being changed right now (by this thread, even): do not look
+  }
+  bool found = false;
+  auto it = t.live.upper_bound(addr);
+  if (it != t.live.begin()) {
+    --it;
+    if (addr < it->first + it->second.size) {
+      *start = it->first;
+      *size = it->second.size;
+      found = true;
+    }
+  }
+  t.live_access.store(Table::kFree, std::memory_order_release);
+  return found;
 }
 
 std::size_t round_up(std::size_t n) {
@@ -205,28 +232,6 @@ void* kernel_address(const void* ptr) noexcept { return arena::to_kernel(ptr); }
 
 bool device_memory_protected(int device) noexcept {
   return device >= 0 && device < device_count_noexcept() && arena::is_protected(device);
-}
-
-bool try_find_allocation(std::uintptr_t addr, std::uintptr_t* start, std::size_t* size) noexcept {
-  // In a signal handler: atomics only, never a lock, never a wait.
-  Table& t = table();
-  int expected = Table::kFree;
-  if (!t.live_access.compare_exchange_strong(expected, Table::kReading,
-                                             std::memory_order_acquire)) {
-    return false;  // being changed right now (by this thread, even): do not look
-  }
-  bool found = false;
-  auto it = t.live.upper_bound(addr);
-  if (it != t.live.begin()) {
-    --it;
-    if (addr < it->first + it->second.size) {
-      *start = it->first;
-      *size = it->second.size;
-      found = true;
-    }
-  }
-  t.live_access.store(Table::kFree, std::memory_order_release);
-  return found;
 }
 
 MemoryStats memory_stats(int device) {

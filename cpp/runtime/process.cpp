@@ -8,13 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <future>
 #include <stdexcept>
 #include <string>
 #include <thread>
 
 #include "runtime/errors.h"
-#include "runtime/stream.h"
 
 namespace vdev::rt {
 namespace {
@@ -24,6 +22,8 @@ std::atomic<bool> g_bad_fork{false};
 std::atomic<bool> g_stopping{false};
 std::atomic<std::thread::id> g_exiting_thread{};
 thread_local bool tls_worker = false;
+std::array<std::atomic<void (*)() noexcept>, kMaxShutdownSteps> g_shutdown_steps{};
+std::atomic<int> g_shutdown_step_count{0};
 
 // Locks fork() must not copy held. Append-only and lock-free, so that registering (which can
 // happen under another registered lock) never waits for a fork in progress.
@@ -102,44 +102,14 @@ void register_fork_lock(std::mutex* mu, ForkLockLevel level) noexcept {
   }
 }
 
-namespace testing {
-
-std::size_t fork_lock_count() noexcept {
+std::size_t registered_fork_lock_count() noexcept {
   return std::min(fork_locks().count.load(), ForkLocks::kCapacity);
 }
 
-void hold_fork_lock(std::size_t i, int ms) {
-  if (i >= fork_lock_count()) {
-    fail<std::out_of_range>("hold_fork_lock", "lock ", i, " out of range: ", fork_lock_count(),
-                            " registered");
-  }
-  std::mutex* mu = fork_locks().locks[i].load(std::memory_order_acquire);
-  if (mu == nullptr) return;
-  std::promise<void> locked;
-  std::future<void> is_locked = locked.get_future();
-  std::thread([mu, ms, locked = std::move(locked)]() mutable {
-    std::lock_guard<std::mutex> hold(*mu);
-    locked.set_value();
-    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
-  }).detach();
-  is_locked.wait();
+std::mutex* registered_fork_lock(std::size_t i) noexcept {
+  if (i >= registered_fork_lock_count()) return nullptr;
+  return fork_locks().locks[i].load(std::memory_order_acquire);
 }
-
-std::size_t held_fork_locks() noexcept {
-  std::size_t held = 0;
-  for (std::size_t i = 0; i < fork_lock_count(); ++i) {
-    std::mutex* mu = fork_locks().locks[i].load(std::memory_order_acquire);
-    if (mu == nullptr) continue;
-    if (mu->try_lock()) {
-      mu->unlock();
-    } else {
-      ++held;
-    }
-  }
-  return held;
-}
-
-}  // namespace testing
 
 bool in_bad_fork() noexcept { return g_bad_fork.load(std::memory_order_relaxed); }
 
@@ -165,10 +135,24 @@ void park_if_stray_at_exit() noexcept {
   park_forever();
 }
 
+void register_shutdown_step(void (*step)() noexcept) noexcept {
+  const int i = g_shutdown_step_count.fetch_add(1);
+  if (i < kMaxShutdownSteps) {
+    g_shutdown_steps[static_cast<std::size_t>(i)].store(step, std::memory_order_release);
+  }
+}
+
 void shutdown_workers() noexcept {
   g_exiting_thread.store(std::this_thread::get_id());  // before stopping: strays compare with it
   if (g_stopping.exchange(true)) return;
-  stop_all_streams();
+  const int n = std::min(g_shutdown_step_count.load(), kMaxShutdownSteps);
+  for (int i = 0; i < n; ++i) {
+    // A step still being registered (its slot not yet stored) made nothing to stop yet.
+    if (auto* step =
+            g_shutdown_steps[static_cast<std::size_t>(i)].load(std::memory_order_acquire)) {
+      step();
+    }
+  }
 }
 
 }  // namespace vdev::rt

@@ -66,15 +66,10 @@ enum class ForkLockLevel : unsigned char {
 // the process (a static or leaked object). Lock-free; call once per mutex.
 VDEV_RT_API void register_fork_lock(std::mutex* mu, ForkLockLevel level) noexcept;
 
-namespace testing {
-// The number of registered fork locks.
-VDEV_RT_API std::size_t fork_lock_count() noexcept;
-// Returns once a background thread holds registered lock `i`; it releases it after `ms`.
-VDEV_RT_API void hold_fork_lock(std::size_t i, int ms);
-// How many registered locks are held by someone (try_lock fails): 0 in a child the fork handler
-// prepared, whatever the parent's threads were doing.
-VDEV_RT_API std::size_t held_fork_locks() noexcept;
-}  // namespace testing
+// The registered locks, in registration order: how many, and the i-th (nullptr for one still
+// being registered or beyond the count). For diagnostics, such as which locks are held now.
+VDEV_RT_API std::size_t registered_fork_lock_count() noexcept;
+VDEV_RT_API std::mutex* registered_fork_lock(std::size_t i) noexcept;
 
 // A new T, never destroyed (the fork handler may take its lock until the process ends), whose
 // member `mu` is registered at `level`: the process-wide tables of the backend.
@@ -87,9 +82,15 @@ T* new_leaked_with_fork_lock(ForkLockLevel level) {
 
 // True once process exit has begun; long waits inside runtime tasks poll it.
 VDEV_RT_API bool stopping() noexcept;
-// The exit rule above: sets stopping, waits for the running tasks, reports unreported errors.
+// The exit rule above: sets stopping, then runs the registered shutdown steps (the stream
+// registry's stops the workers, waits for the running tasks and reports unreported errors).
 // Idempotent. Call with the GIL released.
 VDEV_RT_API void shutdown_workers() noexcept;
+// Adds a step to shutdown_workers(), run in registration order once `stopping` is set. `step`
+// must not throw and must stay valid for the life of the process. Lock-free; at most
+// kMaxShutdownSteps steps.
+inline constexpr int kMaxShutdownSteps = 8;
+void register_shutdown_step(void (*step)() noexcept) noexcept;
 // Called by the stream workers when they start.
 void mark_worker_thread() noexcept;
 // Once stopping: never returns on a host thread other than the exiting one (see above). Returns

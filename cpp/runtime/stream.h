@@ -1,12 +1,6 @@
-// Streams of the simulated driver: each stream is a FIFO of tasks run in order by its own worker
-// thread.
-//
-// Identity: a stream is (device, id). Per device, id 0 is the default stream, ids 1..32 the pool of
-// priority 0 and ids 33..64 the pool of priority -1 (handed out round-robin, as CUDA's pool), and
-// ids from 65 up are streams made by new_stream. Priorities follow CUDA's convention (a lower value
-// is a higher priority) and range over kHighestStreamPriority..kLowestStreamPriority; values
-// outside are clamped. Priorities are recorded and reported; the simulated device does not
-// preempt, so they do not change the order in which streams run.
+// A stream of the simulated driver: a FIFO of tasks run in order by its own worker thread, and the
+// errors of those tasks. Which streams exist, and which is current, is the registry's
+// (runtime/stream_registry.h).
 //
 // Execution: the worker starts on the first enqueue (an unused stream costs no thread) and exits
 // after kWorkerIdleExit without work (the next enqueue starts it again). A worker that runs out of
@@ -28,19 +22,21 @@
 // each error is thrown once to the first thread that synchronizes or queues on the stream, and
 // once more to the thread that queued the failing task, if that was another thread (so the
 // thread that queued it always learns of it, whoever looked first); then it is gone. At exit,
-// errors no thread was told of are printed to stderr (stop_all_streams). Events recorded after
-// the failure carry it, with its kind, to the streams and threads that wait on them
+// errors no thread was told of are printed to stderr (runtime/stream_registry.h). Events recorded
+// after the failure carry it, with its kind, to the streams and threads that wait on them
 // (runtime/event.h).
 //
-// Ownership and lifetime: streams are created on first use and never destroyed (leaked on purpose:
+// Graph capture: a stream in capture mode hands its tasks to a TaskRecorder (implemented by
+// runtime/capture.h) instead of its worker; the stream knows only that interface.
+//
+// Ownership and lifetime: streams are made by the registry and never destroyed (leaked on purpose:
 // workers may outlive static destruction at exit, see runtime/process.h). Stream& references stay
 // valid for the life of the process. A task's captures are destroyed on the worker thread right
 // after it runs, before its completion is signalled. What queued work may hold is decided by the
 // layers above (the backend's tasks hold no device memory: its caching allocator orders reuse by
 // streams).
 //
-// Thread rules: every member and function is safe from any thread. The current stream is
-// thread-local and per device; it starts as the default stream.
+// Thread rules: every member is safe from any thread.
 #pragma once
 
 #include <atomic>
@@ -62,26 +58,32 @@
 
 namespace vdev::rt {
 
-inline constexpr int kStreamsPerPool = 32;
-inline constexpr int kLowestStreamPriority = 0;
-inline constexpr int kHighestStreamPriority = -1;
-inline constexpr int kMaxStreamsPerDevice = 1024;
 inline constexpr std::chrono::microseconds kWorkerSpin{20};
 inline constexpr std::chrono::microseconds kHostSpin{20};
 inline constexpr std::chrono::seconds kWorkerIdleExit{5};
-inline constexpr std::chrono::seconds kExitReportEvery{5};
-
-namespace detail {
-// Testing: the next worker start fails as if the thread could not be created.
-VDEV_RT_API extern std::atomic<bool> fail_next_worker_start;
-}  // namespace detail
 
 using TaskFn = std::function<void()>;
 
-class Capture;  // runtime/capture.h
 class Stream;
 // A stream's knowledge of the members of its capture (runtime/capture.h).
 using CaptureClock = std::vector<std::pair<const Stream*, std::uint64_t>>;
+
+// What a stream in capture mode hands its work to. Implemented by the graph capture
+// (runtime/capture.h), which owns the recorder; the member streams share it while they capture.
+class TaskRecorder {
+ public:
+  // Unique in the process, never 0.
+  virtual std::uint64_t id() const noexcept = 0;
+  // Records a task queued on member stream `s`; throws if the capture was invalidated.
+  virtual void record(const Stream& s, const char* name, TaskFn fn) = 0;
+  // Stream `s` (not capturing; its mutex held by Stream::join_capture) joins with `clock`; throws
+  // if the recorder belongs to another device. False if the capture has already ended.
+  virtual bool add_member(const Stream& s, const CaptureClock& clock) = 0;
+  // Invalidates the capture with `reason` and throws std::runtime_error naming `operation`.
+  [[noreturn]] virtual void invalidate_and_throw(const char* operation,
+                                                 const std::string& reason) = 0;
+  virtual ~TaskRecorder() = default;
+};
 
 class VDEV_RT_API Stream {
  public:
@@ -93,9 +95,10 @@ class VDEV_RT_API Stream {
   std::int64_t id() const { return id_; }
   int priority() const { return priority_; }
 
-  // Queues `fn`. `name` (a string literal) names the operation in error messages. Throws the
+  // Queues `fn`. `name` names the operation in error messages; it must outlive the task (a string
+  // literal, or a name interned for the process: the backend interns operator names). Throws the
   // stream's pending error instead of queueing, and std::runtime_error in a bad fork or at exit.
-  // While the stream captures a graph (runtime/capture.h), `fn` is recorded instead of queued.
+  // While the stream captures a graph, `fn` is handed to the recorder instead of queued.
   void enqueue(const char* name, TaskFn fn);
   // True when every task enqueued so far has finished. Never throws.
   bool query() const noexcept;
@@ -120,17 +123,17 @@ class VDEV_RT_API Stream {
   // Graph capture (runtime/capture.h). capture_id() is 0 when the stream does not capture;
   // lock-free, for hot paths (the caching allocator asks it at every allocation).
   std::uint64_t capture_id() const noexcept { return capture_id_.load(std::memory_order_acquire); }
-  std::shared_ptr<Capture> capture() const;
+  std::shared_ptr<TaskRecorder> capture() const;
   // Throws std::runtime_error naming `operation`, and invalidates the capture, if the stream
   // captures: for operations that would have to wait for captured work (Stream.query).
   void check_not_capturing(const char* operation);
   // For runtime/capture.cpp: enters capture mode (false if the stream already captures) / leaves
   // it (if it still captures `c`).
-  bool attach_capture(std::shared_ptr<Capture> c);
+  bool attach_capture(std::shared_ptr<TaskRecorder> c);
   // Joins `c` (a wait on an event recorded in it), atomically with respect to its end: false if
   // the stream already captures; a no-op if `c` has ended.
-  bool join_capture(const std::shared_ptr<Capture>& c, const CaptureClock& clock);
-  void detach_capture(const Capture* c) noexcept;
+  bool join_capture(const std::shared_ptr<TaskRecorder>& c, const CaptureClock& clock);
+  void detach_capture(const TaskRecorder* c) noexcept;
 
   // Process exit: wakes the worker so that it stops after its current task (worker_busy() tells
   // whether it is still running one).
@@ -180,36 +183,8 @@ class VDEV_RT_API Stream {
   std::atomic<std::uint64_t> wake_at_{kNoWaiter};
   std::atomic<bool> busy_{false};
   std::atomic<const char*> running_{""};
-  std::shared_ptr<Capture> capture_;          // guarded by mu_; set while the stream captures
+  std::shared_ptr<TaskRecorder> capture_;     // guarded by mu_; set while the stream captures
   std::atomic<std::uint64_t> capture_id_{0};  // written under mu_
 };
-
-// Stream registry. Throw std::out_of_range / std::invalid_argument for a bad device index.
-VDEV_RT_API Stream& default_stream(int device);
-VDEV_RT_API Stream& pool_stream(int device, bool high_priority);
-// A new stream of its own; std::runtime_error once a device has kMaxStreamsPerDevice streams.
-VDEV_RT_API Stream& new_stream(int device, int priority);
-// The stream with this id; std::invalid_argument if no such stream exists.
-VDEV_RT_API Stream& stream_from_id(int device, std::int64_t id);
-
-VDEV_RT_API Stream& current_stream(int device);
-// Makes `s` current for its device on the calling thread; returns the previous current stream of
-// that device. Does not change the current device.
-VDEV_RT_API Stream& exchange_current_stream(Stream& s);
-
-// Waits for every stream of `device` that has ever been used, then throws the first pending error.
-VDEV_RT_API void synchronize_device(int device);
-// Waits for every stream of `device` without throwing (errors stay pending for the next
-// synchronize). For allocators that must know no queued work uses memory they release.
-VDEV_RT_API void wait_device_idle(int device) noexcept;
-// The same for a caller holding a lock others need at exit (the device caches): it never parks a
-// thread. Returns false when the wait ended because the runtime is stopping (queued work is then
-// abandoned, so the device is not idle): the caller must give nothing back, release its lock and
-// then call park_if_stray_at_exit().
-VDEV_RT_API bool wait_device_idle_unless_stopping(int device) noexcept;
-
-// Process exit (runtime/process.h): stops every worker, waits for the running tasks, prints the
-// errors no synchronize reported.
-void stop_all_streams() noexcept;
 
 }  // namespace vdev::rt

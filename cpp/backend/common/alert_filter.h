@@ -1,8 +1,8 @@
 // Silencing CPU's repetitions of CUDA's nondeterminism alerts.
 //
-// vdev raises CUDA's alerts itself, on the host at the call (ops/nondeterministic_alerts.h). Other
-// places would repeat them as warnings with warn_only=True: a few CPU kernels alert too (put_,
-// max_unpool2d/3d), on the host's synchronous path or on a stream worker (which drops them:
+// vdev raises CUDA's alerts itself, on the host at the call (checks/nondeterministic_alerts.h).
+// Other places would repeat them as warnings with warn_only=True: a few CPU kernels alert too
+// (put_, max_unpool2d/3d), on the host's synchronous path or on a stream worker (which drops them:
 // common/worker_warnings.h), and meta functions written for CUDA alert while the executor plans.
 // While a SilenceNondeterminismAlerts lives on a thread, c10 warnings that are nondeterminism
 // alerts are dropped there; every other warning goes to the handler that was current before.

@@ -5,15 +5,14 @@
 
 #include <optional>
 
+#include "backend/common/schema_arguments.h"
+
 namespace vdev::backend {
 namespace {
 
 bool is_optional_tensor_list_type(const c10::TypePtr& type) {
-  if (type->kind() != c10::TypeKind::ListType) return false;
-  const c10::TypePtr& element = type->expectRef<c10::ListType>().getElementType();
-  return element->kind() == c10::TypeKind::OptionalType &&
-         element->expectRef<c10::OptionalType>().getElementType()->kind() ==
-             c10::TypeKind::TensorType;
+  const ArgumentType t = argument_type(type);
+  return t.list && !t.optional && t.optional_elements && t.is(c10::TypeKind::TensorType);
 }
 
 }  // namespace

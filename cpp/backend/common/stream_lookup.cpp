@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include "backend/common/check.h"
+#include "backend/common/vdev_device.h"
 #include "backend/common/worker_warnings.h"
 #include "runtime/device.h"
 #include "runtime/event.h"
@@ -10,8 +11,7 @@
 namespace vdev::backend {
 
 c10::DeviceIndex checked_device_index(c10::Device d, const char* fn) {
-  TORCH_CHECK_VALUE(d.type() == c10::DeviceType::PrivateUse1, "[", fn,
-                    "] expected a vdev device, got ", d);
+  check_vdev_device(d, fn);
   if (!d.has_index()) return static_cast<c10::DeviceIndex>(vdev::rt::get_device());
   VDEV_RT(vdev::rt::check_device_index(d.index(), fn));
   return d.index();
@@ -27,10 +27,9 @@ vdev::rt::Stream& current_runtime_stream(c10::DeviceIndex device) {
 }
 
 c10::Stream to_c10(const vdev::rt::Stream& s) {
-  return c10::Stream(
-      c10::Stream::UNSAFE,
-      c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(s.device())),
-      static_cast<c10::StreamId>(s.id()));
+  return c10::Stream(c10::Stream::UNSAFE,
+                     c10::Device(kVdev, static_cast<c10::DeviceIndex>(s.device())),
+                     static_cast<c10::StreamId>(s.id()));
 }
 
 void order_after(vdev::rt::Stream& waiter, vdev::rt::Stream& first) {

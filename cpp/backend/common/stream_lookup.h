@@ -12,7 +12,7 @@
 #include <c10/core/Stream.h>
 
 #include "backend/common/export.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 
 namespace vdev::backend {
 

@@ -6,7 +6,7 @@
 
 #include "backend/common/check.h"
 #include "runtime/capture.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 
 namespace vdev::backend {
 namespace {

@@ -9,7 +9,7 @@
 // c10::warn, which PyTorch's bindings turn into Python warnings (same category, message and
 // "Triggered internally at" location as on CPU, plus where the kernel was queued).
 // Nondeterminism alerts are dropped on the worker: vdev raised CUDA's at the call
-// (ops/nondeterministic_alerts.h) and CPU's kernels would repeat them.
+// (checks/nondeterministic_alerts.h) and CPU's kernels would repeat them.
 //
 // Thread rules: CaptureWorkerWarnings lives on a worker for one task (thread-local handler, RAII).
 // The pending list is process-wide, under one mutex; any host thread may take or re-raise it.

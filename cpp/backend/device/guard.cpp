@@ -8,21 +8,16 @@
 #include "backend/common/check.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
+#include "backend/common/vdev_device.h"
 #include "backend/common/worker_warnings.h"
 #include "backend/device/events.h"
 #include "backend/memory/allocator.h"
 #include "runtime/device.h"
 #include "runtime/event.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 
 namespace vdev::backend {
 namespace {
-
-constexpr auto kVdev = c10::DeviceType::PrivateUse1;
-
-void check_vdev(c10::Device d, const char* fn) {
-  TORCH_CHECK_VALUE(d.type() == kVdev, "[", fn, "] expected a vdev device, got ", d);
-}
 
 vdev::rt::Event* as_event(void* event) { return static_cast<vdev::rt::Event*>(event); }
 
@@ -31,7 +26,7 @@ vdev::rt::Event* as_event(void* event) { return static_cast<vdev::rt::Event*>(ev
 c10::DeviceType VdevGuardImpl::type() const { return kVdev; }
 
 c10::Device VdevGuardImpl::exchangeDevice(c10::Device d) const {
-  check_vdev(d, "exchange_device");
+  check_vdev_device(d, "exchange_device");
   const int prev = VDEV_RT(vdev::rt::exchange_device(d.index()));
   return c10::Device(kVdev, static_cast<c10::DeviceIndex>(prev));
 }
@@ -41,7 +36,7 @@ c10::Device VdevGuardImpl::getDevice() const {
 }
 
 void VdevGuardImpl::setDevice(c10::Device d) const {
-  check_vdev(d, "set_device");
+  check_vdev_device(d, "set_device");
   VDEV_RT(vdev::rt::set_device(d.index()));
 }
 

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include "backend/common/check.h"
+#include "backend/common/vdev_device.h"
 #include "backend/memory/host_allocator.h"
 #include "backend/memory/storage_resize.h"
 #include "backend/random/generator.h"
@@ -48,7 +49,7 @@ struct VdevHooks final : public at::PrivateUse1HooksInterface {
     const int device = vdev::rt::pointer_device(data);
     TORCH_CHECK_VALUE(device >= 0, "[get_device_from_ptr] pointer ", data,
                       " is not inside any live vdev device allocation");
-    return at::Device(c10::DeviceType::PrivateUse1, static_cast<DeviceIndex>(device));
+    return at::Device(kVdev, static_cast<DeviceIndex>(device));
   }
 
   bool isPinnedPtr(const void* data) const override { return is_pinned_ptr(data); }

@@ -20,14 +20,13 @@
 #include "backend/common/check.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
+#include "backend/common/vdev_device.h"
 #include "backend/distributed/comm_work.h"
 #include "backend/memory/allocator.h"
 #include "runtime/event.h"
 
 namespace vdev::backend {
 namespace {
-
-constexpr auto kVdev = c10::DeviceType::PrivateUse1;
 
 // ---- checks made at the call ---------------------------------------------------------------
 // Whatever depends only on the arguments (not on other ranks, not on data) is checked here, on the

@@ -68,7 +68,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/common/cpu_view.h"
+#include "backend/common/cpu_alias.h"
 #include "backend/common/export.h"
 #include "backend/distributed/comm_work.h"
 #include "runtime/stream.h"

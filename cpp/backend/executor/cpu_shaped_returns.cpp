@@ -12,7 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "backend/executor/tensor_args.h"
+#include "backend/common/tensor_args.h"
 
 namespace vdev::backend {
 namespace {
@@ -93,24 +93,23 @@ bool returns_shaped_by_cpu(const c10::FunctionSchema& schema) {
   return is_batch_norm(schema.name()) || is_embedding_bag(schema.name());
 }
 
-void shape_returns_as_cpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                          std::size_t first, std::size_t nargs, LaunchPlan& plan) {
-  plan.ok = false;
+bool shape_returns_as_cpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                          std::size_t first, std::size_t nargs, std::vector<MetaReturn>& returns) {
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
   const bool batch_norm = is_batch_norm(op.schema().name());
   std::optional<torch::jit::Stack> probe =
       batch_norm ? batch_norm_probe(stack, first, nargs) : embedding_bag_probe(stack, first, nargs);
-  if (!probe) return;
+  if (!probe) return false;
   try {
     op.callBoxed(&*probe);
   } catch (const std::exception&) {
-    return;  // CPU rejects the probe: the call runs synchronously and raises CPU's error
+    return false;  // CPU rejects the probe: the call runs synchronously and raises CPU's error
   }
-  if (probe->size() != plan.returns.size()) return;
+  if (probe->size() != returns.size()) return false;
   for (std::size_t r = 0; r < probe->size(); ++r) {
-    if (!(*probe)[r].isTensor()) return;
+    if (!(*probe)[r].isTensor()) return false;
     const at::Tensor& t = (*probe)[r].toTensor();
-    MetaReturn& ret = plan.returns[r];
+    MetaReturn& ret = returns[r];
     ret.kind = MetaReturn::Tensor;
     ret.tensors.assign(1, describe(t));
     if (batch_norm && r == 0) {  // the output: the input's sizes, in the format CPU gives it
@@ -121,7 +120,7 @@ void shape_returns_as_cpu(const c10::OperatorHandle& op, const torch::jit::Stack
       ret.tensors[0] = describe(like);
     }
   }
-  plan.ok = true;
+  return true;
 }
 
 }  // namespace vdev::backend

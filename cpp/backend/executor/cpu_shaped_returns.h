@@ -19,16 +19,19 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
-#include "backend/executor/launch_plan.h"
+#include <vector>
+
+#include "backend/executor/return_metadata.h"
 
 namespace vdev::backend {
 
 // Whether this operator's plan needs CPU's metadata (batch norm and embedding bag forms).
 bool returns_shaped_by_cpu(const c10::FunctionSchema& schema);
 
-// Replaces plan.returns with CPU's metadata for the call on stack[first, first + nargs); sets
-// plan.ok = false when the probe cannot be made (then the call runs synchronously).
-void shape_returns_as_cpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                          std::size_t first, std::size_t nargs, LaunchPlan& plan);
+// Replaces `returns` (the meta kernel's) with CPU's metadata for the call on
+// stack[first, first + nargs); false when the probe cannot be made (then the call runs
+// synchronously).
+bool shape_returns_as_cpu(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                          std::size_t first, std::size_t nargs, std::vector<MetaReturn>& returns);
 
 }  // namespace vdev::backend

@@ -7,7 +7,7 @@
 // snapshotted, so it must be read-only); tensors on a device other than vdev and CPU; the
 // operators whose meta kernel disagrees with their CPU kernel on output shapes (found by the OpInfo
 // sweep, tests/ops/test_opinfo.py); and those whose CUDA kernel synchronizes to check its results
-// (backend/executor/host_checked_results.h).
+// (backend/checks/host_checked_results.h).
 //
 // Thread rules: stateless.
 #pragma once

@@ -9,12 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "backend/checks/stand_in_check.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
+#include "backend/executor/host_run.h"
 #include "backend/executor/launch_plan.h"
 #include "backend/executor/operator_task.h"
 #include "backend/executor/plan_cache.h"
-#include "backend/executor/stand_in_check.h"
 #include "backend/memory/storage_resize.h"
 #include "backend/random/generator.h"
 
@@ -90,12 +91,14 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
   const std::size_t nargs = op.schema().arguments().size();
   const std::size_t first = stack->size() - nargs;
   std::shared_ptr<const LaunchPlan> plan = plan_for(op, *stack, first, nargs);
-  if (!plan->ok) return {};
+  if (!plan->ok) return EnqueueOutcome::declined();
   // Outputs sized by a CPU tensor's values: this call's own metadata, never a cached one.
   std::optional<std::vector<MetaReturn>> call_returns;
   if (C10_UNLIKELY(plan->returns_from_cpu_values)) {
     call_returns = meta_returns(op, *stack, first, nargs);
-    if (!call_returns || call_returns->size() != plan->returns.size()) return {};
+    if (!call_returns || call_returns->size() != plan->returns.size()) {
+      return EnqueueOutcome::declined();
+    }
     mark_undefined_returns(*plan, *call_returns);
   }
   const std::vector<MetaReturn>& returns = call_returns ? *call_returns : plan->returns;
@@ -103,7 +106,8 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
   // host wait vdev adds in a sync debug mode (then queued, and a real error comes later).
   if (C10_UNLIKELY(plan->settle_on_host.load(std::memory_order_relaxed)) &&
       may_settle_on_the_host()) {
-    return {false, std::move(plan)};  // CPU's kernel resizes written arguments itself there
+    // CPU's kernel resizes written arguments itself there.
+    return EnqueueOutcome::to_settle(std::move(plan));
   }
 
   // A random operator reserves its counter range now, in program order, before any side effect
@@ -121,7 +125,15 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
 
   torch::jit::drop(*stack, nargs);
   for (auto& o : outputs) stack->push_back(std::move(o));
-  return {true, nullptr};
+  return EnqueueOutcome::queued_call();
+}
+
+void settle_on_the_host(const c10::OperatorHandle& op, torch::jit::Stack* stack, c10::Device device,
+                        const EnqueueOutcome& outcome) {
+  TORCH_INTERNAL_ASSERT(outcome.must_settle());
+  run_on_cpu_aliases(op, stack, device);  // raises CPU's error at the call
+  // It succeeded: the stand-ins were at fault, and such calls are queued again.
+  outcome.to_settle_->settle_on_host.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace vdev::backend

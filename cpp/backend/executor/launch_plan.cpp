@@ -4,13 +4,14 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/util/accumulate.h>
 
+#include "backend/checks/stand_in_check.h"
 #include "backend/common/alert_filter.h"
+#include "backend/common/schema_arguments.h"
 #include "backend/common/task.h"
+#include "backend/common/tensor_args.h"
 #include "backend/executor/cpu_shaped_returns.h"
 #include "backend/executor/eligibility.h"
 #include "backend/executor/out_variants.h"
-#include "backend/executor/stand_in_check.h"
-#include "backend/executor/tensor_args.h"
 
 namespace vdev::backend {
 namespace {
@@ -118,39 +119,6 @@ bool mark_undefined_returns(const LaunchPlan& plan, std::vector<MetaReturn>& ret
   return marked;
 }
 
-std::optional<std::size_t> written_argument(const c10::FunctionSchema& s, const c10::Argument& r) {
-  if (r.alias_info() == nullptr) return std::nullopt;
-  const auto& args = s.arguments();
-  for (std::size_t j = 0; j < args.size(); ++j) {
-    if (is_written(args[j]) && args[j].alias_info()->beforeSets() == r.alias_info()->beforeSets()) {
-      return j;
-    }
-  }
-  return std::nullopt;
-}
-
-MetaTensor describe(const at::Tensor& t) {
-  MetaTensor m;
-  if (!t.defined()) return m;
-  m.defined = true;
-  m.sizes = t.sizes().vec();
-  m.strides = t.strides().vec();
-  m.dtype = t.scalar_type();
-  return m;
-}
-
-std::optional<std::size_t> generator_argument(const c10::FunctionSchema& schema) {
-  const auto& args = schema.arguments();
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const c10::TypePtr& t = args[i].type();
-    const c10::TypePtr& base = t->kind() == c10::TypeKind::OptionalType
-                                   ? t->expectRef<c10::OptionalType>().getElementType()
-                                   : t;
-    if (base->kind() == c10::TypeKind::GeneratorType) return i;
-  }
-  return std::nullopt;
-}
-
 std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op,
                                                    const torch::jit::Stack& stack,
                                                    std::size_t first, std::size_t nargs) {
@@ -163,8 +131,9 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
     plan->returns_from_cpu_values = returns_depend_on_cpu_values(op, stack, first, nargs, *returns);
     plan->returns = std::move(*returns);
   }
-  if (plan->ok && returns_shaped_by_cpu(schema))
-    shape_returns_as_cpu(op, stack, first, nargs, *plan);
+  if (plan->ok && returns_shaped_by_cpu(schema)) {
+    plan->ok = shape_returns_as_cpu(op, stack, first, nargs, plan->returns);
+  }
   const auto& rets = schema.returns();
   if (!plan->ok || plan->returns.size() != rets.size()) {
     plan->ok = false;

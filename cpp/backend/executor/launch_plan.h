@@ -21,27 +21,9 @@
 #include <optional>
 #include <vector>
 
+#include "backend/executor/return_metadata.h"
+
 namespace vdev::backend {
-
-// Metadata of one returned tensor (undefined: `defined` false).
-struct MetaTensor {
-  bool defined = false;
-  std::vector<int64_t> sizes, strides;
-  c10::ScalarType dtype = c10::ScalarType::Undefined;
-  bool operator==(const MetaTensor& o) const {
-    return defined == o.defined && sizes == o.sizes && strides == o.strides && dtype == o.dtype;
-  }
-};
-
-// The metadata of `t` (of any device).
-MetaTensor describe(const at::Tensor& t);
-
-// One return: a tensor, a list of tensors, or None.
-struct MetaReturn {
-  enum Kind { Tensor, TensorList, None } kind = None;
-  std::vector<MetaTensor> tensors;
-  bool operator==(const MetaReturn& o) const { return kind == o.kind && tensors == o.tensors; }
-};
 
 struct LaunchPlan {
   bool ok = false;  // false: run synchronously (not eligible, meta call failed, mixed returns)
@@ -67,18 +49,11 @@ struct LaunchPlan {
   // Set (by a stream worker) once the out= kernel refused its outputs: the functional form plus a
   // copy is used from then on. Read on every launch without a lock.
   mutable std::atomic<bool> out_refused{false};
-  // Set when CPU's kernel rejected stand-ins of the arguments (backend/executor/stand_in_check.h):
+  // Set when CPU's kernel rejected stand-ins of the arguments (backend/checks/stand_in_check.h):
   // the next call runs synchronously on its real arguments, to raise CPU's error at the call; if
   // that run succeeds, the stand-ins were at fault and this is cleared (by the dispatching thread).
   mutable std::atomic<bool> settle_on_host{false};
 };
-
-// The argument a return writes (in-place and out= operators), by the schema's alias sets.
-std::optional<std::size_t> written_argument(const c10::FunctionSchema& schema,
-                                            const c10::Argument& ret);
-
-// The position of the Generator argument in `schema`, if it has one (a random operator).
-std::optional<std::size_t> generator_argument(const c10::FunctionSchema& schema);
 
 // The returns' metadata of `op` applied to stack[first, first + nargs), by its meta kernel (CPU
 // tensor arguments as they are); nullopt when the meta kernel fails or returns a non-tensor.

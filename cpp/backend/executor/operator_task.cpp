@@ -6,8 +6,8 @@
 
 #include <stdexcept>
 
+#include "backend/common/tensor_args.h"
 #include "backend/executor/out_variants.h"
-#include "backend/executor/tensor_args.h"
 #include "backend/random/keyed_engine.h"
 
 namespace vdev::backend {
@@ -161,17 +161,7 @@ void OperatorTask::refuse(const c10::OperatorHandle& out_overload) const {
 
 torch::jit::Stack OperatorTask::make_args() const {
   torch::jit::Stack stack = args_;
-  for (std::size_t k = 0; k < arg_specs_.size(); ++k) {
-    const auto& [i, spec] = arg_specs_[k];
-    // The same view passed twice (x.add_(y) reaches here as add.out(x, y, out=x)) becomes one
-    // CPU tensor, as on CPU: kernels then see what they read is what they write, in-place
-    // semantics hold and CPU's own overlap checks apply (index_select(x, 0, i, out=x) raises).
-    std::size_t same = k;
-    for (std::size_t e = 0; e < k && same == k; ++e) {
-      if (arg_specs_[e].second.same_view(spec)) same = e;
-    }
-    stack[i] = same == k ? c10::IValue(spec.make()) : stack[arg_specs_[same].first];
-  }
+  place_aliases(arg_specs_, stack);
   if (draw_) stack[*plan_->generator_arg] = cpu_generator_for(*draw_);
   return stack;
 }

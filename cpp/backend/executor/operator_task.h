@@ -1,7 +1,7 @@
 // The task that runs one queued operator call on a stream worker.
 //
 // Captured on the host (capture()): vdev tensor arguments become AliasSpecs, made into CPU aliases
-// of the device bytes on the worker (backend/common/cpu_view.h), so that their allocations stay on
+// of the device bytes on the worker (backend/common/cpu_alias.h), so that their allocations stay on
 // the thread that frees them; CPU tensor arguments are snapshotted (the caller may change them
 // once the call returns); fresh outputs, already allocated on the device, are captured the same
 // way. The task holds no device memory: the caching allocator orders the reuse of freed blocks by
@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/common/cpu_view.h"
+#include "backend/common/cpu_alias.h"
 #include "backend/executor/launch_plan.h"
 #include "backend/random/generator.h"
 

@@ -20,7 +20,7 @@
 #include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 
 namespace vdev::backend {
 namespace {

@@ -10,6 +10,7 @@
 #include "backend/common/check.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
+#include "backend/common/vdev_device.h"
 #include "backend/memory/device_cache.h"
 #include "backend/memory/ipc_sharing.h"
 #include "runtime/capture.h"
@@ -17,14 +18,12 @@
 #include "runtime/device.h"
 #include "runtime/memory.h"
 #include "runtime/process.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 
 namespace vdev::backend {
 namespace {
 
 using c10::CachingDeviceAllocator::DeviceStats;
-
-constexpr auto kVdev = c10::DeviceType::PrivateUse1;
 
 // One cache per device, created on first use, never destroyed (tensors may be freed during
 // interpreter teardown, after static destructors).
@@ -166,6 +165,6 @@ double memory_fraction(int device) {
   return caches().of(device).memory_fraction();
 }
 
-REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, device_allocator());
+REGISTER_ALLOCATOR(kVdev, device_allocator());
 
 }  // namespace vdev::backend

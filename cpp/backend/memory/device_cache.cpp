@@ -13,6 +13,7 @@
 #include "runtime/errors.h"
 #include "runtime/memory.h"
 #include "runtime/process.h"
+#include "runtime/stream_registry.h"
 
 namespace vdev::backend {
 

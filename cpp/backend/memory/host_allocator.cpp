@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/common/stream_lookup.h"
+#include "backend/common/vdev_device.h"
 #include "runtime/process.h"
 #include "runtime/stream.h"
 
@@ -141,7 +142,7 @@ class PinnedHostAllocator final : public at::HostAllocator {
   // PyTorch's CachingHostAllocatorImpl::record_event does when `ctx` is not one of its blocks:
   // callers may pass any tensor's pointer, so `ctx` is never trusted.
   bool record_event(void* ptr, void* /*ctx*/, c10::Stream stream) override {
-    if (stream.device_type() != c10::DeviceType::PrivateUse1) return false;
+    if (stream.device_type() != kVdev) return false;
     vdev::rt::Stream& rs = runtime_stream(stream);  // validated before taking the lock
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mu);
@@ -205,7 +206,7 @@ PinnedHostAllocator* instance() {
 
 at::HostAllocator* pinned_host_allocator() { return instance(); }
 
-void register_host_allocator() { at::setHostAllocator(c10::DeviceType::PrivateUse1, instance()); }
+void register_host_allocator() { at::setHostAllocator(kVdev, instance()); }
 
 std::shared_ptr<void> retain_pinned_memory(const c10::DataPtr& data_ptr) {
   PinnedBlock* b = block_of(data_ptr);

@@ -1,5 +1,6 @@
 #include "backend/memory/ipc_sharing.h"
 
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/util/Exception.h>
 #include <unistd.h>
 
@@ -9,16 +10,14 @@
 #include <vector>
 
 #include "backend/common/check.h"
-#include "backend/memory/allocator.h"
+#include "backend/common/vdev_device.h"
 #include "runtime/device.h"
 #include "runtime/ipc.h"
 #include "runtime/process.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 
 namespace vdev::backend {
 namespace {
-
-constexpr auto kVdev = c10::DeviceType::PrivateUse1;
 
 // What a sender's shared DataPtr points to.
 struct SentData {
@@ -121,8 +120,9 @@ void adopt_shared_storage(c10::StorageImpl& empty, const SharedStorageHandle& h,
     try {
       ptr = open();
     } catch (const c10::OutOfMemoryError&) {
-      // As an allocation would: give the cached blocks back, then try once more.
-      device_allocator()->emptyCache({0, 0});
+      // As an allocation would: give the cached blocks back, then try once more (through c10's
+      // registry: the allocator module depends on this one, not the other way round).
+      c10::getDeviceAllocator(kVdev)->emptyCache({0, 0});
       ptr = open();
     }
   } catch (...) {

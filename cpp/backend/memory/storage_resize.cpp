@@ -8,11 +8,12 @@
 
 #include "backend/common/check.h"
 #include "backend/common/sync_debug.h"
+#include "backend/common/vdev_device.h"
 #include "backend/common/worker_warnings.h"
 #include "backend/memory/allocator.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 
 namespace vdev::backend {
 
@@ -21,8 +22,8 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   const std::size_t old_nbytes = storage->nbytes();
   if (nbytes == old_nbytes) return;
   c10::Device device = storage->device();
-  if (device.type() != c10::DeviceType::PrivateUse1) {
-    device = c10::Device(c10::DeviceType::PrivateUse1, vdev::rt::get_device());
+  if (device.type() != kVdev) {
+    device = c10::Device(kVdev, vdev::rt::get_device());
   }
   const c10::DeviceGuard guard(device);  // the allocator allocates on the current device
   const bool has_bytes = old_nbytes > 0 && storage->data() != nullptr;

@@ -1,7 +1,7 @@
 // Convolutions on vdev. ATen routes convolutions of backends it does not know to
 // convolution_overrideable / convolution_backward_overrideable; these kernels make them tasks on
 // the current stream: output shapes come from the meta convolution (cached per call signature),
-// CPU's own checks (dtypes) run once per signature on stand-ins (backend/executor/stand_in_check.h:
+// CPU's own checks (dtypes) run once per signature on stand-ins (backend/checks/stand_in_check.h:
 // one channel per group, the smallest spatial size with an output), and the task runs the CPU
 // convolution on CPU aliases of the device bytes, copying its result into the outputs (the CPU
 // convolution kernels have no out= form).
@@ -22,11 +22,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "backend/common/cpu_view.h"
+#include "backend/checks/device_rules.h"
+#include "backend/checks/stand_in_check.h"
+#include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
-#include "backend/executor/stand_in_check.h"
-#include "backend/ops/device_rules.h"
 #include "runtime/process.h"
 
 namespace vdev::backend {

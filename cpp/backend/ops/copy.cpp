@@ -15,7 +15,7 @@
 //                    devices' current streams, as CUDA's copy kernel does).
 // A blocking copy waits only for the stream it uses. Same-dtype contiguous copies are one memcpy;
 // anything else (dtype conversion, broadcasting, strides) is a CPU copy_ between CPU aliases of the
-// device bytes (backend/common/cpu_view.h). Queued copies retain the pinned host blocks they read
+// device bytes (backend/common/cpu_alias.h). Queued copies retain the pinned host blocks they read
 // or write (never Storages, backend/memory/retained_memory.h), so no pinned block is reused while a
 // copy that uses it is pending; device blocks are ordered by the caching allocator's stream
 // semantics.
@@ -30,10 +30,11 @@
 #include <vector>
 
 #include "backend/common/check.h"
-#include "backend/common/cpu_view.h"
+#include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/common/task.h"
+#include "backend/common/vdev_device.h"
 #include "backend/common/worker_warnings.h"
 #include "backend/memory/host_allocator.h"
 #include "backend/memory/retained_memory.h"
@@ -44,7 +45,6 @@
 namespace vdev::backend {
 namespace {
 
-constexpr auto kVdev = c10::DeviceType::PrivateUse1;
 using vdev::rt::CopyKind;
 
 bool same_bytes_layout(const at::Tensor& a, const at::Tensor& b) {
@@ -81,7 +81,7 @@ void enqueue_cpu_copy(vdev::rt::Stream& stream, at::Tensor dst_cpu, at::Tensor s
 // snapshot, not the memory's contents at replay, so CUDA refuses to capture it, and so does vdev.
 void reject_pageable_capture(vdev::rt::Stream& stream) {
   if (C10_LIKELY(stream.capture_id() == 0)) return;
-  if (std::shared_ptr<vdev::rt::Capture> c = stream.capture()) {
+  if (std::shared_ptr<vdev::rt::Capture> c = vdev::rt::capture_of(stream)) {
     VDEV_RT(vdev::rt::fail_capture(
         *c, "copy_ from pageable host memory to device",
         "a copy from pageable host memory cannot be captured in a graph (a replay could not read "

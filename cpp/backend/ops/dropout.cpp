@@ -20,10 +20,10 @@
 #include <optional>
 #include <tuple>
 
-#include "backend/common/cpu_view.h"
+#include "backend/checks/stand_in_check.h"
+#include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
-#include "backend/executor/stand_in_check.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
 
@@ -39,7 +39,7 @@ void dropout_into(at::Tensor output, const at::Tensor& mask, const at::Tensor& i
 }
 
 // CPU's errors at the call (dtypes CPU cannot drop out): the computation on one-element
-// stand-ins, once per dtype (executor/stand_in_check.h).
+// stand-ins, once per dtype (checks/stand_in_check.h).
 void check_dropout_like_cpu(const at::Tensor& input, double keep, double scale) {
   static std::array<std::atomic<bool>, static_cast<std::size_t>(at::ScalarType::NumOptions)> ok{};
   std::atomic<bool>& known = ok[static_cast<std::size_t>(input.scalar_type())];

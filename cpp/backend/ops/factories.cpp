@@ -1,7 +1,7 @@
 // Tensor creation for vdev: empty and empty_strided allocate through the vdev caching allocator on
 // the requested device; fill_ and zero_, which every other factory ends in (torch.zeros,
 // torch.full, ...), are tasks on the current stream writing through a CPU alias of the device
-// bytes (backend/common/cpu_view.h); fill_ checks its value on the host first.
+// bytes (backend/common/cpu_alias.h); fill_ checks its value on the host first.
 #include <ATen/Context.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
@@ -15,20 +15,20 @@
 #include <algorithm>
 #include <array>
 
-#include "backend/common/cpu_view.h"
+#include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
+#include "backend/common/vdev_device.h"
 #include "backend/memory/allocator.h"
 
 namespace vdev::backend {
 namespace {
 
-constexpr auto kVdev = c10::DeviceType::PrivateUse1;
 constexpr c10::DispatchKeySet kVdevKeys(c10::DispatchKey::PrivateUse1);
 
 void check_factory_options(c10::Device device, std::optional<c10::Layout> layout,
                            std::optional<bool> pin_memory, const char* fn) {
-  TORCH_CHECK_VALUE(device.type() == kVdev, "[", fn, "] expected a vdev device, got ", device);
+  check_vdev_device(device, fn);
   TORCH_CHECK_NOT_IMPLEMENTED(c10::layout_or_default(layout) == c10::Layout::Strided, "[", fn,
                               "] vdev supports only the strided layout, got ", *layout);
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "[", fn,
@@ -70,7 +70,7 @@ at::Tensor vdev_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
 
 // CPU's checks of fill_ (the dtype is one its kernel fills; the value converts to it without
 // overflow: torch.full((3,), 300, dtype=torch.uint8)) at the call, as CUDA's: CPU's fill_ on a
-// stand-in (executor/stand_in_check.h). For the reduced floating types CPU's one-element path
+// stand-in (checks/stand_in_check.h). For the reduced floating types CPU's one-element path
 // converts values differently from its kernel for more (which goes through float), so their
 // stand-in has as many elements as self, up to 2, over a stack buffer; the other dtypes convert
 // alike and use a one-element stand-in kept per thread (cheaper: no TensorIterator).

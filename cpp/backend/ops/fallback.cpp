@@ -1,8 +1,9 @@
-// The boxed kernel for every aten operator without a dedicated vdev kernel.
+// The boxed kernel for every aten operator without a dedicated vdev kernel, in three stages:
+// check the call (backend/checks/call_checks.h), try to queue it, run it synchronously.
 //
 // First choice: the asynchronous executor (backend/executor/enqueue.h) queues the operator on the
 // current stream of its device. When it declines (data-dependent shapes, non-tensor results, ...,
-// or CPU's argument checks failed on stand-ins, backend/executor/stand_in_check.h), the
+// or CPU's argument checks failed on stand-ins, backend/checks/stand_in_check.h), the
 // synchronous path runs it on CPU copies of its vdev arguments
 // (at::native::cpu_fallback) and copies the results back, with these rules on top:
 //  * it first waits for the current stream of the arguments' device (it runs synchronously);
@@ -18,19 +19,15 @@
 
 #include <optional>
 
+#include "backend/checks/call_checks.h"
+#include "backend/checks/host_checked_results.h"
 #include "backend/common/alert_filter.h"
-#include "backend/common/optional_tensor_lists.h"
+#include "backend/common/schema_arguments.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
+#include "backend/common/vdev_device.h"
 #include "backend/executor/enqueue.h"
-#include "backend/executor/host_checked_results.h"
-#include "backend/executor/launch_plan.h"
-#include "backend/ops/aliased_call.h"
-#include "backend/ops/device_rules.h"
-#include "backend/ops/empty_inputs.h"
-#include "backend/ops/index_masks.h"
-#include "backend/ops/missing_cuda_kernels.h"
-#include "backend/ops/nondeterministic_alerts.h"
+#include "backend/executor/host_run.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
 
@@ -45,52 +42,48 @@ void key_generator_argument(const c10::OperatorHandle& op, torch::jit::Stack* st
   if (!g) return;
   c10::IValue& arg = (*stack)[stack->size() - op.schema().arguments().size() + *g];
   // No vdev tensor: a CPU operator that reached vdev only through a vdev generator's dispatch key.
-  TORCH_CHECK(device.has_value(), "Expected a 'cpu' device type for generator but found '",
-              c10::DeviceType::PrivateUse1, "'");
+  TORCH_CHECK(device.has_value(), "Expected a 'cpu' device type for generator but found '", kVdev,
+              "'");
   const c10::DeviceIndex index = device->has_index() ? device->index() : -1;
   arg = cpu_generator_for(reserve_draw(arg.toOptional<at::Generator>(), index));
 }
 
-void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  canonicalize_optional_tensor_lists(op, *stack);  // TorchScript's x[m]
-  const std::optional<c10::Device> device = check_operator_devices(op, *stack);
-  if (device) refuse_what_cuda_cannot_run(op, *stack);
-  expand_index_masks(op, *stack);  // x[mask]: the mask's indices, as CUDA makes them
-  check_like_cpu_when_inputs_are_empty(op, *stack);
-  alert_where_cuda_is_nondeterministic(op, *stack);
-  const c10::OptionalDeviceGuard guard(device);
-  const bool overlapping = device && device->has_index() && written_arguments_overlap(op, *stack);
-  std::shared_ptr<const LaunchPlan> to_settle;
-  if (!overlapping && device && device->has_index()) {
-    EnqueueOutcome queued = try_enqueue_operator(op, stack, *device);
-    if (queued.queued) return;
-    to_settle = std::move(queued.to_settle);
-  }
-  // Synchronous from here on: reported (and in "error" mode refused) before drawing from the
-  // device's generator or waiting.
+// The third stage: a call the executor declined (or may not queue) runs on the calling thread.
+void run_synchronously(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                       const CheckedCall& call, const EnqueueOutcome& outcome) {
+  const std::optional<c10::Device>& device = call.device;
+  // Reported (and in "error" mode refused) before drawing from the device's generator or waiting.
   if (device) {
     note_synchronizing_operation(op.schema().name().c_str(),
                                  device->has_index() ? device->index() : -1);
   }
   key_generator_argument(op, stack, device);
   const SilenceNondeterminismAlerts alerted_at_the_call;  // CPU's kernel would repeat vdev's
-  if (overlapping) {
-    run_on_shared_aliases(op, stack, *device);
+  if (call.overlapping) {
+    run_on_cpu_aliases(op, stack, *device);  // CPU's overlap checks see the shared storage
     return;
   }
-  if (to_settle) {
-    // CPU's checks failed on stand-ins: CPU's kernel on the real arguments, on the host (on CPU
-    // aliases, so an input that is also out= is seen as such), raises CPU's error at the call; if
-    // it succeeds, the stand-ins were at fault and such calls are queued again.
-    run_on_shared_aliases(op, stack, *device);
-    to_settle->settle_on_host.store(false, std::memory_order_relaxed);
+  if (outcome.must_settle()) {
+    settle_on_the_host(op, stack, *device, outcome);
     return;
   }
-  // Synchronous path: computes on the calling thread, so first wait for queued work.
+  // Computes on the calling thread, so first wait for queued work.
   if (device) sync_current_stream(*device);
   check_before_cpu_lapack(op, *stack);
   const QuietSynchronizations quiet;  // its copies to and from the host were just noted with it
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
+}
+
+// Three stages: check the call, try to queue it, run it synchronously.
+void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const CheckedCall call = check_call(op, *stack);
+  const c10::OptionalDeviceGuard guard(call.device);
+  EnqueueOutcome outcome = EnqueueOutcome::declined();
+  if (call.may_queue()) {
+    outcome = try_enqueue_operator(op, stack, *call.device);
+    if (outcome.queued()) return;
+  }
+  run_synchronously(op, stack, call, outcome);
 }
 
 }  // namespace

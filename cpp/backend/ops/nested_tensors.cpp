@@ -36,11 +36,12 @@
 #include <string>
 #include <vector>
 
+#include "backend/checks/device_rules.h"
+#include "backend/common/schema_arguments.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
-#include "backend/executor/launch_plan.h"
-#include "backend/executor/tensor_args.h"
-#include "backend/ops/device_rules.h"
+#include "backend/common/tensor_args.h"
+#include "backend/common/vdev_device.h"
 
 namespace vdev::backend {
 namespace {
@@ -58,7 +59,7 @@ at::Tensor nested_storage(const at::Tensor& nested) {
 }
 
 at::Tensor to_host(const at::Tensor& t) {
-  if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) return t;
+  if (!t.defined() || t.device().type() != kVdev) return t;
   return t.is_nested() ? nested_over(t, nested_storage(t).cpu()) : t.cpu();
 }
 

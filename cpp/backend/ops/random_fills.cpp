@@ -34,7 +34,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "backend/common/cpu_view.h"
+#include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/random/generator.h"

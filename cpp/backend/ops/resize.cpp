@@ -8,6 +8,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include "backend/common/vdev_device.h"
 #include "backend/memory/allocator.h"
 #include "backend/memory/storage_resize.h"
 
@@ -60,8 +61,8 @@ at::Tensor& vdev_set_empty_(at::Tensor& self) {
 // Tensor.record_stream: the caching allocator defers the block's reuse until the work queued on
 // `s` at the time of the free has finished (backend/memory/device_cache.h).
 void vdev_record_stream(at::Tensor& self, c10::Stream s) {
-  TORCH_CHECK_VALUE(s.device_type() == c10::DeviceType::PrivateUse1,
-                    "record_stream: expected a vdev stream, got one of ", s.device());
+  TORCH_CHECK_VALUE(s.device_type() == kVdev, "record_stream: expected a vdev stream, got one of ",
+                    s.device());
   device_allocator()->recordStream(self.storage().data_ptr(), s);
 }
 

@@ -24,10 +24,10 @@
 #include <tuple>
 #include <vector>
 
-#include "backend/common/cpu_view.h"
+#include "backend/checks/device_rules.h"
+#include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
-#include "backend/ops/device_rules.h"
 
 namespace vdev::backend {
 namespace {

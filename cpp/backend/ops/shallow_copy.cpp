@@ -14,6 +14,8 @@
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include "backend/common/vdev_device.h"
+
 namespace vdev::backend {
 namespace {
 
@@ -21,7 +23,7 @@ namespace {
 bool dense_cpu_or_vdev(const at::Tensor& t) {
   const c10::DeviceType type = t.device().type();
   return t.layout() == c10::kStrided && !t.is_mkldnn() && !t.is_quantized() &&
-         (type == c10::DeviceType::CPU || type == c10::DeviceType::PrivateUse1);
+         (type == c10::DeviceType::CPU || type == kVdev);
 }
 
 bool vdev_has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {

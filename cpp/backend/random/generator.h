@@ -28,33 +28,12 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 
 #include "backend/common/export.h"
+#include "backend/random/philox_state.h"
 
 namespace vdev::backend {
-
-struct PhiloxState;
-
-// The counter range one random operator reserved: its engine is keyed by (seed, offset). A draw
-// recorded in a graph capture has `graph_state` set and `offset` relative to the replay's base
-// (backend/random/graph_draws.h).
-struct RandomDraw {
-  uint64_t seed = 0;
-  uint64_t offset = 0;
-  const PhiloxState* graph_state = nullptr;
-};
-
-constexpr uint64_t kOffsetPerDraw = 4;
-
-// The shared (seed, offset) of one or more generators (graph-safe states share it).
-struct PhiloxState final : c10::intrusive_ptr_target {
-  explicit PhiloxState(uint64_t seed_in) : seed(seed_in) {}
-  mutable std::mutex mu;
-  uint64_t seed;
-  uint64_t offset = 0;
-};
 
 class VdevGeneratorImpl final : public c10::GeneratorImpl {
  public:

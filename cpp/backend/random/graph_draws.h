@@ -20,9 +20,10 @@
 #include <c10/util/intrusive_ptr.h>
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
-#include "backend/random/generator.h"
+#include "backend/random/philox_state.h"
 
 namespace vdev::backend {
 

@@ -14,12 +14,11 @@
 
 #include "backend/common/check.h"
 #include "backend/common/task.h"
-#include "runtime/stream.h"
+#include "backend/common/vdev_device.h"
+#include "runtime/stream_registry.h"
 
 namespace vdev::backend::testing {
 namespace {
-
-constexpr auto kVdev = c10::DeviceType::PrivateUse1;
 
 const at::PrivateUse1HooksInterface& hooks() { return at::detail::getPrivateUse1Hooks(); }
 

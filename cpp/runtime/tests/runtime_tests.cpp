@@ -20,7 +20,7 @@
 #include "runtime/event.h"
 #include "runtime/ipc.h"
 #include "runtime/memory.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 #include "runtime/testing/gate.h"
 #include "runtime/tests/expect.h"
 

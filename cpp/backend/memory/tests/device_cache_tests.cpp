@@ -13,7 +13,7 @@
 
 #include "backend/memory/device_cache.h"
 #include "runtime/memory.h"
-#include "runtime/stream.h"
+#include "runtime/stream_registry.h"
 #include "runtime/testing/gate.h"
 #include "runtime/tests/expect.h"
 

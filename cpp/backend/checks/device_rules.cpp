@@ -1,4 +1,4 @@
-#include "backend/ops/device_rules.h"
+#include "backend/checks/device_rules.h"
 
 #include <ATen/core/op_registration/adaption.h>
 
@@ -10,13 +10,13 @@
 #include <unordered_set>
 #include <vector>
 
-#include "backend/executor/tensor_args.h"
+#include "backend/common/schema_arguments.h"
+#include "backend/common/tensor_args.h"
+#include "backend/common/vdev_device.h"
 #include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
-
-constexpr auto kVdev = c10::DeviceType::PrivateUse1;
 
 // Operators whose CUDA kernels check devices themselves (generated: see device_rules.h).
 const std::unordered_set<std::string_view>& no_check_operators() {
@@ -96,17 +96,7 @@ struct DeviceRule {
 };
 
 bool is_tensor_like(const c10::TypePtr& type) {
-  c10::TypePtr t = type;
-  if (t->kind() == c10::TypeKind::OptionalType) {
-    t = t->expectRef<c10::OptionalType>().getElementType();
-  }
-  if (t->kind() == c10::TypeKind::ListType) {
-    t = t->expectRef<c10::ListType>().getElementType();
-    if (t->kind() == c10::TypeKind::OptionalType) {
-      t = t->expectRef<c10::OptionalType>().getElementType();
-    }
-  }
-  return t->kind() == c10::TypeKind::TensorType;
+  return argument_type(type).is(c10::TypeKind::TensorType);
 }
 
 std::unique_ptr<DeviceRule> derive_rule(const c10::FunctionSchema& schema) {

@@ -1,5 +1,6 @@
-// Operators whose written arguments share memory with other arguments (or with themselves), run
-// as CPU runs them: synchronously, on CPU aliases that share one CPU Storage per vdev Storage.
+// Whether a call's written arguments share memory with other arguments (or with themselves). Such
+// a call runs as CPU runs it: synchronously, on CPU aliases that share one CPU Storage per vdev
+// Storage (executor/host_run.h).
 //
 // Why: a queued task makes an independent CPU alias per argument, so ATen's overlap checks
 // (MemoryOverlap.h: get_overlap_status compares Storages) cannot see that `neg(m, out=m.t())` or
@@ -11,25 +12,19 @@
 // one of them and stays queued: every in-place operator reaches vdev as its out= form with out
 // equal to self. Its task hands the kernel one CPU tensor for both (executor/operator_task.cpp), so
 // in-place semantics hold. A kernel that rejects out= equal to an input fails CPU's checks on the
-// stand-ins (one stand-in for both, executor/stand_in_check.h); the call then runs here, and
-// raises CPU's error at the call.
+// stand-ins (one stand-in for both, checks/stand_in_check.h); the call then runs on the host as
+// well, and raises CPU's error at the call.
 //
-// Thread rules: runs on the dispatching thread; it waits for the device's current stream first.
+// Thread rules: stateless; runs on the dispatching thread.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
-#include <c10/core/Device.h>
+#include <ATen/core/stack.h>
 
 namespace vdev::backend {
 
 // True when a written vdev argument overlaps another vdev argument (a different TensorImpl) or
 // itself (more than one element at one address).
 bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
-
-// Runs the operator on CPU aliases sharing storage, after waiting for `device`'s current stream;
-// leaves its results on the stack as vdev tensors (written arguments themselves, other results
-// copied to `device`).
-void run_on_shared_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack,
-                           c10::Device device);
 
 }  // namespace vdev::backend

@@ -1,5 +1,5 @@
-// Small helpers over the tensors inside operator arguments (IValues), shared by the executor's
-// eligibility check, plan and task.
+// Walkers over the tensors inside operator arguments (IValues): a tensor, a tensor list or an
+// optional tensor list. Shared by the checks at a call, the executor and the synchronous paths.
 //
 // Thread rules: stateless.
 #pragma once
@@ -10,15 +10,12 @@
 
 #include <optional>
 
+#include "backend/common/vdev_device.h"
+
 namespace vdev::backend {
 
 inline bool is_vdev_tensor(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
-
-// Whether an argument is written by the operator (in-place self, out=).
-inline bool is_written(const c10::Argument& a) {
-  return a.alias_info() != nullptr && a.alias_info()->isWrite();
+  return t.defined() && t.device().type() == kVdev;
 }
 
 // Calls `f` on every tensor inside an IValue (undefined ones included) until it returns true;

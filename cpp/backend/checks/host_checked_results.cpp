@@ -1,11 +1,11 @@
-#include "backend/executor/host_checked_results.h"
+#include "backend/checks/host_checked_results.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/isfinite.h>
 
 #include <string_view>
 
-#include "backend/executor/tensor_args.h"
+#include "backend/common/tensor_args.h"
 
 namespace vdev::backend {
 namespace {

@@ -1,4 +1,4 @@
-#include "backend/ops/missing_cuda_kernels.h"
+#include "backend/checks/missing_cuda_kernels.h"
 
 #include <ATen/core/Tensor.h>
 #include <c10/util/Exception.h>
@@ -7,7 +7,7 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "backend/executor/tensor_args.h"
+#include "backend/common/tensor_args.h"
 
 namespace vdev::backend {
 namespace {

@@ -1,4 +1,4 @@
-#include "backend/ops/nondeterministic_alerts.h"
+#include "backend/checks/nondeterministic_alerts.h"
 
 #include <ATen/Context.h>
 #include <ATen/core/Reduction.h>

@@ -1,9 +1,9 @@
-#include "backend/ops/empty_inputs.h"
+#include "backend/checks/empty_inputs.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty_strided.h>
 
-#include "backend/executor/tensor_args.h"
+#include "backend/common/tensor_args.h"
 
 namespace vdev::backend {
 namespace {

@@ -1,10 +1,10 @@
-#include "backend/ops/index_masks.h"
+#include "backend/checks/index_masks.h"
 
 #include <ATen/native/IndexingUtils.h>
 
 #include <string_view>
 
-#include "backend/executor/tensor_args.h"
+#include "backend/common/tensor_args.h"
 
 namespace vdev::backend {
 namespace {

@@ -1,4 +1,4 @@
-#include "backend/executor/stand_in_check.h"
+#include "backend/checks/stand_in_check.h"
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/common/schema_arguments.h"
 #include "backend/common/sync_debug.h"
-#include "backend/executor/launch_plan.h"
-#include "backend/executor/tensor_args.h"
+#include "backend/common/tensor_args.h"
 
 namespace vdev::backend {
 namespace {

@@ -1,0 +1,74 @@
+#include "backend/executor/host_run.h"
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_strided.h>
+
+#include <vector>
+
+#include "backend/common/cpu_alias.h"
+#include "backend/common/schema_arguments.h"
+#include "backend/common/stream_lookup.h"
+#include "backend/common/sync_debug.h"
+#include "backend/common/tensor_args.h"
+#include "backend/memory/storage_resize.h"
+
+namespace vdev::backend {
+
+void run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                        c10::Device device) {
+  sync_current_stream(device);        // reported by its caller
+  const QuietSynchronizations quiet;  // its copies back are part of this one operation
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  const c10::FunctionSchema& schema = op.schema();
+  const std::size_t nargs = schema.arguments().size();
+  const std::size_t first = stack->size() - nargs;
+
+  SharedCpuAliases aliases;
+  auto alias = [&](const at::Tensor& t) { return aliases.of(t); };
+  // Written single tensors, to carry back what the kernel does to their metadata and storage.
+  struct Written {
+    at::Tensor device, cpu;
+  };
+  std::vector<Written> written;
+  torch::jit::Stack cpu_stack;
+  cpu_stack.reserve(nargs);
+  for (std::size_t i = first; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (is_written(schema.arguments()[i - first]) && v.isTensor() && is_vdev_tensor(v.toTensor())) {
+      written.push_back({v.toTensor(), alias(v.toTensor())});
+      cpu_stack.emplace_back(written.back().cpu);
+      continue;
+    }
+    cpu_stack.push_back(map_tensors(v, alias));
+  }
+  auto carry_back = [&] {
+    for (const Written& w : written) aliases.carry_back(w.device, w.cpu, resize_storage_bytes);
+  };
+  // CPU's kernel, with CPU's checks; below autocast (CPU autocast on the host must not recast).
+  try {
+    const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    op.callBoxed(&cpu_stack);
+  } catch (...) {
+    carry_back();
+    throw;
+  }
+  carry_back();
+
+  std::vector<c10::IValue> results;
+  results.reserve(schema.returns().size());
+  for (std::size_t r = 0; r < schema.returns().size(); ++r) {
+    if (auto arg = written_argument(schema, schema.returns()[r])) {
+      results.push_back((*stack)[first + *arg]);  // the written vdev argument itself
+      continue;
+    }
+    results.push_back(map_tensors(cpu_stack[r], [&](const at::Tensor& t) {
+      if (!t.defined()) return t;
+      return at::empty_strided(t.sizes(), t.strides(), t.options().device(device)).copy_(t);
+    }));
+  }
+  torch::jit::drop(*stack, nargs);
+  for (auto& v : results) stack->push_back(std::move(v));
+}
+
+}  // namespace vdev::backend
