@@ -1,7 +1,7 @@
 """Aliasing as on CPU and CUDA: an operator whose written argument shares memory with what it
 reads raises ATen's overlap error at the call (copies and setitem included), and legitimate
 aliasing (in place on self, views of views, out= equal to the input where CPU allows it) still
-computes CPU's values (cpp/backend/ops/aliased_call.h)."""
+computes CPU's values (cpp/backend/checks/overlap.h)."""
 
 import pytest
 import torch
@@ -154,8 +154,8 @@ def test_legitimate_aliasing_computes_cpus_values(name):
 
 def test_an_operator_rejecting_out_equal_to_its_input_raises_at_the_call():
     # The same tensor as input and out=: CPU's check fails on the stand-ins (one stand-in for
-    # both, cpp/backend/executor/stand_in_check.h), and the call run on CPU aliases of the device
-    # bytes raises CPU's error at the call (see the note in cpp/backend/ops/aliased_call.h).
+    # both, cpp/backend/checks/stand_in_check.h), and the call run on CPU aliases of the device
+    # bytes raises CPU's error at the call (see the note in cpp/backend/checks/overlap.h).
     with pytest.raises(RuntimeError, match=OVERLAP):
         torch.index_select(x := arange("cpu"), 0, index("cpu", 1, 0), out=x)
     x = arange("vdev")

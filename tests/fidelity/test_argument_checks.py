@@ -1,7 +1,7 @@
 """Argument checks at the call: what CPU's kernels reject without looking at the data, vdev rejects
 when the operator is called, with CPU's Python type and message, as CUDA raises on the host before
 launching; only failures that depend on the data in device memory come later
-(tests/streams/test_task_errors.py). How: cpp/backend/executor/stand_in_check.h."""
+(tests/streams/test_task_errors.py). How: cpp/backend/checks/stand_in_check.h."""
 
 import pytest
 import torch

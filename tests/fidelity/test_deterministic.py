@@ -64,7 +64,7 @@ def index(*values):
 F = torch.nn.functional
 
 # (call, CUDA's caller string): decided by the alertNotDeterministic calls of ATen's CUDA kernels
-# (backend/ops/nondeterministic_alerts.cpp names each file).
+# (backend/checks/nondeterministic_alerts.cpp names each file).
 ALERTS = {
     "adaptive_avg_pool2d backward": (
         grad_of(lambda x: F.adaptive_avg_pool2d(x, 3), 1, 2, 5, 5),

@@ -1,6 +1,6 @@
 """Device rules as CUDA's: a non-scalar CPU tensor with vdev tensors raises CUDA's error, CUDA's
 exceptions stay allowed, outputs never land on the CPU because an argument did, and vdev:0 with
-vdev:1 in one operator raises (cpp/backend/ops/device_rules.h says which PyTorch source decides
+vdev:1 in one operator raises (cpp/backend/checks/device_rules.h says which PyTorch source decides
 each rule)."""
 
 import pytest

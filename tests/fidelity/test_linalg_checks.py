@@ -4,7 +4,7 @@ _linalg_check_errors), so a matrix that does not converge, is singular or not po
 raises torch.linalg.LinAlgError (or CPU's RuntimeError) at the call, with CPU's message, and
 try/except around the call sees it. The _ex variants never raise. Before: svd, svdvals, eigh,
 eigvalsh, eig, matrix_rank, pinv, cond and matrix_norm(ord=2) raised at a later synchronize.
-(cpp/backend/executor/host_checked_results.h)"""
+(cpp/backend/checks/host_checked_results.h)"""
 
 import pytest
 import torch

@@ -1,6 +1,6 @@
 """What CUDA has no kernel for raises at the call with CUDA's NotImplementedError, although CPU's
 kernel (which vdev runs) would compute it: integer matrix products and torch.histogram. A program
-that runs on vdev must run on a GPU. (cpp/backend/ops/missing_cuda_kernels.h)"""
+that runs on vdev must run on a GPU. (cpp/backend/checks/missing_cuda_kernels.h)"""
 
 import pytest
 import torch

@@ -3,7 +3,7 @@
 the mask's own values, never from a plan cached for another mask of the same shape; masks that
 index_put_ turns into masked_fill_ are queued without a wait, as on CUDA. TorchScript's indexing
 reaches vdev with lists of its own type and works as eager indexing does.
-(cpp/backend/ops/index_masks.h, cpp/backend/common/optional_tensor_lists.h,
+(cpp/backend/checks/index_masks.h, cpp/backend/common/optional_tensor_lists.h,
 cpp/backend/executor/launch_plan.h: returns_from_cpu_values)"""
 
 import warnings

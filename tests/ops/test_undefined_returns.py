@@ -2,7 +2,7 @@
 as on CPU and CUDA, where their meta kernel predicts an empty tensor: the attention weights of
 the fast path of nn.MultiheadAttention without need_weights, used by every TransformerEncoder in
 evaluation. Before: "[aten::_native_multi_head_attention] src is undefined" at the next
-synchronize. (cpp/backend/executor/stand_in_check.h: undefined_returns)"""
+synchronize. (cpp/backend/checks/stand_in_check.h: undefined_returns)"""
 
 import torch
 

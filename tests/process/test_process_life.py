@@ -277,7 +277,8 @@ def test_fork_while_every_backend_lock_is_held_gives_a_child_with_no_lock_held()
         torch.vdev.synchronize()
         n = rt.fork_lock_count()
         for i in range(n):
-            rt.hold_fork_lock(i, 100)  # each held by a thread of its own for 100 ms
+            # Each held by a thread of its own until fork() begins (60 s at most).
+            rt.hold_fork_lock(i, 60_000)
         held = rt.held_fork_locks()
         pid = os.fork()
         if pid == 0:

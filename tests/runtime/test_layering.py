@@ -1,8 +1,11 @@
-"""The source tree keeps its layers: dependencies point one way (README, Architecture).
+"""The source tree keeps its layers: dependencies point one way. This file is the one statement of
+the layer rules (cpp/backend/README.md, CMakeLists.txt and docs/architecture.md point here).
 
 runtime (no torch, no Python) <- backend <- bindings <- Python; inside cpp/backend, each concern
-folder includes only the folders below it; no include cycle among backend files; and nothing in
-production code reaches the test-only libraries (cpp/*/testing, torch_vdev._testing)."""
+folder includes only the folders in its row of BACKEND_DEPENDS_ON; no cycle among the modules of
+cpp/backend or cpp/runtime (a module is a .h with its .cpp: an edge from either file counts); ops/
+holds only kernels; and nothing in production code reaches the test-only libraries
+(cpp/*/testing, torch_vdev._testing)."""
 
 import re
 from pathlib import Path
@@ -17,8 +20,10 @@ BACKEND_DEPENDS_ON = {
     "random": {"common"},
     "amp": set(),
     "device": {"common", "memory", "random"},
-    "executor": {"common", "memory", "random"},
-    "ops": {"common", "memory", "executor", "random"},
+    # The checks made at a call, before anything is queued (checks/call_checks.h).
+    "checks": {"common", "memory"},
+    "executor": {"common", "memory", "random", "checks"},
+    "ops": {"common", "memory", "executor", "random", "checks"},
     "distributed": {"common", "memory"},
     "compile": {"common"},
     "graphs": {"common", "memory", "random"},
@@ -28,6 +33,7 @@ BACKEND_DEPENDS_ON = {
         "random",
         "amp",
         "device",
+        "checks",
         "executor",
         "ops",
         "distributed",
@@ -74,24 +80,84 @@ def test_backend_folders_include_only_the_folders_below_them():
     assert not bad, bad
 
 
-def test_no_include_cycle_among_backend_files():
-    graph = {}
-    for p in sources("cpp/backend"):
-        name = str(p.relative_to(ROOT / "cpp"))
-        graph[name] = [i for i in includes(p) if i.startswith("backend/")]
+def module_graph(folder: str) -> dict[str, set[str]]:
+    """Modules of `folder` (a .h with its .cpp is one node, named by its path without suffix) and
+    the modules of the same folder tree each includes, test-only code left out."""
+    base = ROOT / "cpp"
+    graph: dict[str, set[str]] = {}
+    for p in sources(folder):
+        if is_test_code(p):
+            continue
+        node = str(p.relative_to(base).with_suffix(""))
+        edges = graph.setdefault(node, set())
+        for inc in includes(p):
+            target = str(Path(inc).with_suffix(""))
+            if inc.startswith(folder.removeprefix("cpp/") + "/") and target != node:
+                edges.add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
 
-    def visit(node: str, path: list[str]) -> None:
+    def visit(node: str) -> list[str] | None:
         state[node] = 1
-        for nxt in graph.get(node, []):
-            assert state.get(nxt) != 1, "include cycle: " + " -> ".join([*path, node, nxt])
-            if nxt not in state:
-                visit(nxt, [*path, node])
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
         state[node] = 2
+        return None
 
-    for node in graph:
-        if node not in state:
-            visit(node, [])
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_find_cycle_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_backend_modules_have_no_cycle():
+    cycle = find_cycle(module_graph("cpp/backend"))
+    assert cycle is None, "module cycle: " + " -> ".join(cycle)
+
+
+def test_runtime_modules_have_no_cycle():
+    graph = module_graph("cpp/runtime")
+    assert "runtime/stream" in graph and "runtime/stream_registry" in graph
+    cycle = find_cycle(graph)
+    assert cycle is None, "module cycle: " + " -> ".join(cycle)
+
+
+# The stages of a call that ops/fallback.cpp, the boxed kernel, hands a call to. No other
+# executor header is included from ops/: helpers that kernels share live in common/.
+EXECUTOR_STAGES = {"backend/executor/enqueue.h", "backend/executor/host_run.h"}
+
+
+def test_ops_holds_only_kernels():
+    ops = ROOT / "cpp/backend/ops"
+    headers = sorted(p.name for p in ops.glob("*.h"))
+    assert not headers, f"ops/ holds kernels only; move {headers} to the folder of their concern"
+    registers = ("TORCH_LIBRARY_IMPL", "REGISTER_PRIVATEUSE1_DISPATCH")
+    not_kernels = [
+        p.name for p in sources("cpp/backend/ops") if not any(r in p.read_text() for r in registers)
+    ]
+    assert not not_kernels, f"these ops/ files register no kernel: {not_kernels}"
+    helpers = [
+        (p.name, inc)
+        for p in sources("cpp/backend/ops")
+        for inc in includes(p)
+        if inc.startswith("backend/executor/")
+        and (inc not in EXECUTOR_STAGES or p.name != "fallback.cpp")
+    ]
+    assert not helpers, helpers
 
 
 def test_production_code_does_not_reach_test_only_code():
