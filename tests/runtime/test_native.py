@@ -5,7 +5,7 @@ CMake without Python bindings.
 They cover what is awkward from Python: many threads flipping their thread-local current device,
 concurrent allocation and lookup against the memory table, many threads sharing one device cache
 with record_stream and concurrent empty_cache, exact accounting. The same tests are what the
-sanitizer builds run (README, Development: `ctest --test-dir build/asan`). This file only builds
+sanitizer builds run (docs/development.md: `ctest --test-dir build/asan`). This file only builds
 them and runs `ctest`, so that the README's one test command runs every test."""
 
 import shutil
