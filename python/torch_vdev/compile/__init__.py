@@ -5,9 +5,10 @@
 * ``inductor_backend``: Inductor's C++ scheduling with a wrapper that queues each generated kernel
   on a vdev stream, registered when Inductor first asks ``torch.vdev`` for it;
 * ``kernels``: compiling those kernels with their stream trampoline and loading them;
-* ``graph_policy``: ``mode="reduce-overhead"``, compiled functions replayed as vdev graphs,
-  installed once Inductor's ``output_code`` has been imported (before Inductor can compile a
-  graph or load one from its cache).
+* ``graph_policy``: ``mode="reduce-overhead"``, the policy that hands compiled functions to vdev
+  graphs, installed once Inductor's ``output_code`` has been imported (before Inductor can compile
+  a graph or load one from its cache); ``graph_trees``: what a compiled function then does with
+  its graphs (recording, replay, generations), as CUDA's cudagraph trees.
 
 Neither is imported by ``import torch`` (importing ``torch._dynamo`` costs over a second): both
 are installed by post-import actions (a finder on ``sys.meta_path`` that wraps the loader of the
