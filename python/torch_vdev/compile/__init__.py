@@ -8,14 +8,16 @@
 * ``graph_policy``: ``mode="reduce-overhead"``, the policy that hands compiled functions to vdev
   graphs, installed once Inductor's ``output_code`` has been imported (before Inductor can compile
   a graph or load one from its cache); ``graph_trees``: what a compiled function then does with
-  its graphs (recording, replay, generations), as CUDA's cudagraph trees.
+  its graphs (recording, replay, generations), as CUDA's cudagraph trees;
+* ``torch_internals``: the one boundary with torch's private APIs: every module here reaches
+  Dynamo's and Inductor's internals through it, and its manifest lists each reach.
 
-Neither is imported by ``import torch`` (importing ``torch._dynamo`` costs over a second): both
-are installed by post-import actions (a finder on ``sys.meta_path`` that wraps the loader of the
-module they wait for, and runs them once it has been imported): the device interface once the
-``torch._dynamo`` package has been imported, before anything is traced. Inductor's backend is
-registered through the ``torch.vdev`` attributes its ``init_backend_registration`` reads
-(``Scheduling``).
+None is imported by ``import torch`` (importing ``torch._dynamo`` costs over a second): the
+device interface and the policy are installed by post-import actions (a finder on
+``sys.meta_path`` that wraps the loader of the module they wait for, and runs them once it has
+been imported): the device interface once the ``torch._dynamo`` package has been imported, before
+anything is traced. Inductor's backend is registered through the ``torch.vdev`` attributes its
+``init_backend_registration`` reads (``Scheduling``).
 """
 
 from __future__ import annotations
@@ -30,10 +32,12 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-_DYNAMO = "torch._dynamo"
+from torch_vdev.compile import torch_internals
+
+_DYNAMO = torch_internals.hooked_module("torch._dynamo")
 # The module whose class reduce-overhead's policy patches (CompiledFxGraph). Once it has been
 # imported, everything the policy imports has been too.
-_OUTPUT_CODE = "torch._inductor.output_code"
+_OUTPUT_CODE = torch_internals.hooked_module("torch._inductor.output_code")
 _lock = threading.Lock()
 _after_import: dict[str, Callable[[], None]] = {}  # module name -> run once it has been imported
 

@@ -19,7 +19,7 @@ decides for CUDA with ``graph_partition=False``: vdev does not partition a funct
 operations (Inductor's default for CUDA), it graphs whole functions.
 
 What a wrapped function does with its graphs (recording, replay, generations, threads) is
-graph_trees.py's.
+graph_trees.py's. The patches are made through ``torch_internals``, which lists them.
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._inductor import config
-from torch._inductor.cudagraph_utils import CUDAGraphPolicy
 
+from torch_vdev.compile import torch_internals
 from torch_vdev.compile.graph_trees import GraphedFunction
+
+config = torch_internals.get("torch._inductor.config")
+CUDAGraphPolicy = torch_internals.get("torch._inductor.cudagraph_utils.CUDAGraphPolicy")
 
 
 class VdevGraphPolicy(CUDAGraphPolicy):
@@ -72,8 +74,10 @@ def _incompatible_operation() -> str | None:
     Inductor skips that check when it partitions graphs (its default), because its partitioned
     path runs such operations outside CUDA graphs; vdev graphs the whole function, so the
     function runs without graphs instead."""
-    from torch._inductor.utils import get_first_incompatible_cudagraph_node
-    from torch._inductor.virtualized import V
+    get_first_incompatible_cudagraph_node = torch_internals.get(
+        "torch._inductor.utils.get_first_incompatible_cudagraph_node"
+    )
+    V = torch_internals.get("torch._inductor.virtualized.V")
 
     gm = V.graph.module
     node = get_first_incompatible_cudagraph_node(gm)
@@ -96,10 +100,9 @@ def install() -> None:
     if _installed:
         return
     _installed = True
-    import torch._inductor.cudagraph_utils as cudagraph_utils
-    from torch._inductor.output_code import CompiledFxGraph
-
-    original_check = cudagraph_utils.check_multiple_devices_or_any_cpu_nodes
+    original_check = torch_internals.get(
+        "torch._inductor.cudagraph_utils.check_multiple_devices_or_any_cpu_nodes"
+    )
 
     @functools.wraps(original_check)
     def check_multiple_devices_or_any_cpu_nodes(mapping: dict[torch.device, Any]) -> str | None:
@@ -113,20 +116,23 @@ def install() -> None:
             return _incompatible_operation()
         return original_check(mapping)
 
-    cudagraph_utils.check_multiple_devices_or_any_cpu_nodes = (
-        check_multiple_devices_or_any_cpu_nodes
+    torch_internals.patch(
+        "torch._inductor.cudagraph_utils.check_multiple_devices_or_any_cpu_nodes",
+        check_multiple_devices_or_any_cpu_nodes,
     )
 
-    original_post_compile = CompiledFxGraph.post_compile
+    original_post_compile = torch_internals.get(
+        "torch._inductor.output_code.CompiledFxGraph.post_compile"
+    )
 
     @functools.wraps(original_post_compile)
-    def post_compile(self: CompiledFxGraph, *args: Any, **kwargs: Any) -> None:
+    def post_compile(self: Any, *args: Any, **kwargs: Any) -> None:
         if "vdev" in self.device_types and config.cudagraph_policy is None:
             with config.patch(cudagraph_policy=POLICY):
                 return original_post_compile(self, *args, **kwargs)
         return original_post_compile(self, *args, **kwargs)
 
-    CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]
+    torch_internals.patch("torch._inductor.output_code.CompiledFxGraph.post_compile", post_compile)
 
 
 install()

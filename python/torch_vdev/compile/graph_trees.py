@@ -26,23 +26,39 @@ Thread rules: as cudagraph trees, every thread has its own instances, generation
 stream, so threads never share a graph's memory. The state is stashed in torch's thread-local state
 (``torch._C._stash_obj_in_tls``), which autograd copies into its device threads, so a backward
 belongs to the thread that ran its forward.
+
+What this module takes from torch (the trees' helpers, storages from weak references, the
+thread-local state) is listed in ``torch_internals``.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._inductor import config
-from torch._inductor.cudagraph_utils import (
-    get_mutation_stack_trace,
-    log_cudagraph_skip_and_bump_counter,
-    maybe_warning_due_to_dynamic_shape,
+
+from torch_vdev.compile import torch_internals
+
+config = torch_internals.get("torch._inductor.config")
+get_mutation_stack_trace = torch_internals.get(
+    "torch._inductor.cudagraph_utils.get_mutation_stack_trace"
 )
-from torch.multiprocessing.reductions import StorageWeakRef
+log_cudagraph_skip_and_bump_counter = torch_internals.get(
+    "torch._inductor.cudagraph_utils.log_cudagraph_skip_and_bump_counter"
+)
+maybe_warning_due_to_dynamic_shape = torch_internals.get(
+    "torch._inductor.cudagraph_utils.maybe_warning_due_to_dynamic_shape"
+)
+StorageWeakRef = torch_internals.get("torch.multiprocessing.reductions.StorageWeakRef")
+_storage_from_weak_ref = torch_internals.get("torch.UntypedStorage._new_with_weak_ptr")
+_storage_over = torch_internals.get("torch._C._construct_storage_from_data_pointer")
+_is_key_in_tls = torch_internals.get("torch._C._is_key_in_tls")
+_get_obj_in_tls = torch_internals.get("torch._C._get_obj_in_tls")
+_stash_obj_in_tls = torch_internals.get("torch._C._stash_obj_in_tls")
 
 # Graph instances one function may hold for one tuple of sizes within a generation. Beyond it the
 # function runs without graphs (with a warning), which bounds memory when forwards never see their
@@ -63,26 +79,34 @@ _OVERWRITTEN = (
 )
 
 
+@functools.cache
+def _mark_step_box() -> Any:
+    # Not at import: this module is imported while Inductor's codecache initialises, and
+    # cudagraph_trees imports compile_fx, which needs it whole.
+    return torch_internals.get("torch._inductor.cudagraph_trees.MarkStepBox")
+
+
+@functools.cache
+def _generation_tracker() -> Any:
+    return torch_internals.get("torch._dynamo.mutation_guard.GenerationTracker")
+
+
 def _current_generation() -> int:
     """cudagraph trees' generation: the mark-step counter once the user has marked a step, else
     Dynamo's count of top-level compiled calls."""
-    from torch._dynamo.mutation_guard import GenerationTracker
-    from torch._inductor.cudagraph_trees import MarkStepBox
-
-    if MarkStepBox.mark_step_counter != 0:
-        return MarkStepBox.mark_step_counter
-    return GenerationTracker.generation
+    generation_tracker, mark_step_box = _generation_tracker(), _mark_step_box()
+    if mark_step_box.mark_step_counter != 0:
+        return mark_step_box.mark_step_counter
+    return generation_tracker.generation
 
 
 def _user_marked_steps() -> bool:
-    from torch._inductor.cudagraph_trees import MarkStepBox
-
-    return MarkStepBox.mark_step_counter != 0
+    return _mark_step_box().mark_step_counter != 0
 
 
 def _mark_overwritten(refs: Sequence[StorageWeakRef], message: str) -> None:
     for ref in refs:
-        storage = torch.UntypedStorage._new_with_weak_ptr(ref.cdata)
+        storage = _storage_from_weak_ref(ref.cdata)
         if storage is not None:
             torch.ops.vdev._mark_overwritten(storage, message)
 
@@ -136,10 +160,10 @@ def _thread_state() -> _ThreadState:
     """This thread's state. It is stashed in torch's thread-local state, as the trees' is, because
     autograd copies that into its device threads: a backward then finds the state of the thread that
     ran its forward (a Python threading.local would give it a state of its own)."""
-    if torch._C._is_key_in_tls(_TLS_KEY):
-        return torch._C._get_obj_in_tls(_TLS_KEY)
+    if _is_key_in_tls(_TLS_KEY):
+        return _get_obj_in_tls(_TLS_KEY)
     state = _ThreadState()
-    torch._C._stash_obj_in_tls(_TLS_KEY, state)
+    _stash_obj_in_tls(_TLS_KEY, state)
     return state
 
 
@@ -162,10 +186,13 @@ class _Recording:
     """One vdev graph of a function: its input buffers, the graph, how to hand out its outputs."""
 
     def __init__(self, fn: GraphedFunction, inputs: list[Any]) -> None:
-        from torch._inductor.compile_fx import index_expanded_dims_and_copy_, static_input
-        from torch._inductor.output_code import get_expanded_dims
-
         from torch_vdev.vdev.graphs import VdevGraph, graph
+
+        index_expanded_dims_and_copy_ = torch_internals.get(
+            "torch._inductor.compile_fx.index_expanded_dims_and_copy_"
+        )
+        static_input = torch_internals.get("torch._inductor.compile_fx.static_input")
+        get_expanded_dims = torch_internals.get("torch._inductor.output_code.get_expanded_dims")
 
         # Not the function itself: a reference cycle would keep graphs and buffers until the
         # cyclic collector runs.
@@ -249,8 +276,7 @@ class _Recording:
 
     def _hand_out(self) -> list[Any]:
         storages = [
-            torch._C._construct_storage_from_data_pointer(address, self.device, nbytes)
-            for address, nbytes in self.storages
+            _storage_over(address, self.device, nbytes) for address, nbytes in self.storages
         ]
         self.handed_out[:] = [StorageWeakRef(s) for s in storages]
         _device_generations(self.device_index).hand_out(self.handed_out, self.overwritten_message)
