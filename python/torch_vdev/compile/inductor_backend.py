@@ -8,9 +8,9 @@ its tensors' device and returns (cpp/backend/compile/kernel_launch.h). Buffers a
 the generated code with ``empty_strided(..., device="vdev:N")`` (the vdev caching allocator), and
 operators Inductor does not lower run as eager vdev operators, queued on the same stream.
 
-Registered lazily: Inductor asks ``torch.vdev`` for ``Scheduling`` and the wrapper codegens when it
-first compiles (``init_backend_registration``), so ``import torch`` never imports Inductor.
-Everything this module takes from Inductor is listed in ``torch_internals``.
+Registered by ``torch_vdev.compile``'s post-import hook once Inductor's ``compile_fx`` has been
+imported (before anything is lowered), so ``import torch`` never imports Inductor. Everything this
+module takes from Inductor is listed in ``torch_internals``.
 """
 
 from __future__ import annotations
@@ -312,8 +312,3 @@ def _register() -> None:
         device_custom_pass=CodegenIdentity(),
     )
     register_benchmarker("vdev", benchmark_until_done, override=True)
-
-
-# What Inductor's init_backend_registration reads from torch.vdev (vdev/__init__.py says why
-# these two only).
-INDUCTOR_HOOKS = {"Scheduling": VdevScheduling, "PythonWrapperCodegen": VdevWrapperCodegen}

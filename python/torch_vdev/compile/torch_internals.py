@@ -77,15 +77,15 @@ class Internal:
     verified: str = TORCH_VERIFIED
 
 
-_C = "python/torch_vdev/compile/"
-_INIT = _C + "__init__.py"
-_DEVICE = _C + "device_interface.py"
-_FAKE = _C + "fake_layouts.py"
-_RULES = _C + "inductor_device_rules.py"
-_BACKEND = _C + "inductor_backend.py"
-_KERNELS = _C + "kernels.py"
-_POLICY = _C + "graph_policy.py"
-_TREES = _C + "graph_trees.py"
+_COMPILE_DIR = "python/torch_vdev/compile/"
+_INIT = _COMPILE_DIR + "__init__.py"
+_DEVICE = _COMPILE_DIR + "device_interface.py"
+_FAKE = _COMPILE_DIR + "fake_layouts.py"
+_RULES = _COMPILE_DIR + "inductor_device_rules.py"
+_BACKEND = _COMPILE_DIR + "inductor_backend.py"
+_KERNELS = _COMPILE_DIR + "kernels.py"
+_POLICY = _COMPILE_DIR + "graph_policy.py"
+_TREES = _COMPILE_DIR + "graph_trees.py"
 
 _WHY_CPU_CODEGEN = (
     "Inductor asks whether a device type is 'cpu' to choose C++ code generation, with no "
@@ -109,6 +109,16 @@ MANIFEST_ENTRIES: tuple[Internal, ...] = (
         "once imported, vdev installs reduce-overhead's graph policy (graph_policy.install)",
         "it defines CompiledFxGraph, which the policy patches, and is imported before Inductor "
         "can compile a graph or load one from its cache",
+        (_INIT,),
+    ),
+    Internal(
+        "torch._inductor.compile_fx",
+        "post-import hook",
+        "once imported, vdev registers its Inductor backend (inductor_backend.register)",
+        "every compilation imports it before lowering a graph, and no torch module imports it "
+        "while Inductor initialises, so what the backend imports is whole by then; torch offers "
+        "only torch.vdev attributes read by init_backend_registration, which tied torch.vdev to "
+        "torch_vdev.compile",
         (_INIT,),
     ),
     # -- Dynamo's device interface (device_interface.py) -----------------------------------------
