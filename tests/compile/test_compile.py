@@ -308,6 +308,26 @@ def test_inductor_registration_and_cache_identity():
     assert inductor_device_rules._applied
 
 
+def test_the_inductor_backend_is_registered_once_compile_fx_is_imported():
+    """By torch_vdev.compile's post-import hook, before Inductor lowers anything: torch.vdev has no
+    attribute for Inductor's init_backend_registration to read (it does not import torch_vdev's
+    compile support)."""
+    script = """
+        import sys
+        import torch
+        from torch._inductor.codegen import common
+        before = common.get_scheduling_for_device("vdev")
+        import torch._inductor.compile_fx
+        from torch_vdev.compile import inductor_backend
+        after = common.get_scheduling_for_device("vdev")
+        print(before is None, after is inductor_backend.VdevScheduling)
+        print(hasattr(torch.vdev, "Scheduling"), "torch_vdev.compile" in sys.modules)
+    """
+    run = run_python(script)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "True", "False", "True"]
+
+
 def test_inductor_takes_cpu_codegen_decisions_for_vdev():
     from torch._inductor import ir, scheduler, utils
 

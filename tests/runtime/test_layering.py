@@ -176,3 +176,117 @@ def test_production_code_does_not_reach_test_only_code():
         if "_testing" in p.read_text()
     ]
     assert not python, python
+
+
+# Python: torch_vdev's modules import one another without a circle. (This import stays with the
+# tests that use it, after the C++ ones.)
+import ast  # noqa: E402
+
+PYTHON = ROOT / "python"
+
+
+def python_modules() -> dict[str, Path]:
+    """torch_vdev's Python modules by dotted name (a package is its __init__.py)."""
+    modules = {}
+    for p in sorted((PYTHON / "torch_vdev").rglob("*.py")):
+        parts = p.relative_to(PYTHON).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return modules
+
+
+def import_nodes(tree: ast.Module, deferred: bool) -> list[ast.Import | ast.ImportFrom]:
+    """The import statements of a module: those run when it is imported (outside any function,
+    including under if/try/with and in class bodies), and with ``deferred`` also those inside
+    functions, which run only when the function is called."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and not deferred:
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path], deferred: bool) -> set[str]:
+    """The torch_vdev modules ``name`` imports. ``torch.vdev`` is torch_vdev.vdev; ``from P import
+    x`` imports P.x when that is one of the modules, else P (``from torch_vdev import _C`` imports
+    the torch_vdev package: _C is the extension)."""
+
+    def own(dotted: str) -> str | None:
+        if dotted == "torch.vdev" or dotted.startswith("torch.vdev."):
+            dotted = "torch_vdev.vdev" + dotted[len("torch.vdev") :]
+        if dotted != "torch_vdev" and not dotted.startswith("torch_vdev."):
+            return None
+        while dotted not in modules:  # an attribute of a module: the module
+            dotted = dotted.rsplit(".", 1)[0]
+        return dotted
+
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    for node in import_nodes(ast.parse(path.read_text()), deferred):
+        if isinstance(node, ast.Import):
+            found |= {m for a in node.names if (m := own(a.name))}
+            continue
+        base = node.module or ""
+        if node.level:
+            anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            base = f"{anchor}.{base}" if base else anchor
+        for alias in node.names:
+            if m := own(f"{base}.{alias.name}"):
+                found.add(m)
+    found.discard(name)
+    return found
+
+
+def python_import_graph(deferred: bool) -> dict[str, set[str]]:
+    modules = python_modules()
+    return {n: imported_modules(n, p, modules, deferred) for n, p in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*path, node, nxt]
+            if nxt not in state and (cycle := visit(nxt, [*path, node])):
+                return cycle
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node, [])):
+            return cycle
+    return None
+
+
+def test_python_package_has_no_import_cycle():
+    """No circle among torch_vdev's modules at module level: the imports a module runs when it is
+    imported (``torch.vdev`` counts as torch_vdev.vdev). Imports inside functions are deferred (run
+    when the function is called) and are left out here; the next test adds them."""
+    graph = python_import_graph(deferred=False)
+    # The graph sees the package's edges (else a cycle could not be found either).
+    assert "torch_vdev.vdev.streams" in graph["torch_vdev.vdev"]
+    assert "torch_vdev.vdev" in graph["torch_vdev.compile.device_interface"]
+    assert "torch_vdev.compile.torch_internals" in graph["torch_vdev.compile"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_python_package_has_no_import_cycle_through_deferred_imports():
+    """As above with the imports inside functions too, except a module's imports of its own
+    packages (``torch_vdev.vdev.random`` calling ``torch_vdev.vdev._lazy_init``): a package has
+    finished importing before any function of its modules runs. So torch.vdev does not import
+    torch.compile's support (which imports torch.vdev) even lazily."""
+    graph = python_import_graph(deferred=True)
+    assert "torch_vdev.compile.inductor_backend" in graph["torch_vdev.compile"]
+    for name, targets in graph.items():
+        targets -= {t for t in targets if name.startswith(t + ".")}
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)

@@ -5,10 +5,11 @@
 // `extern "C" void vdev_kernel_entry(const KernelArg* args)`, which reads one 8-byte slot per
 // argument and calls the kernel (the generator of the trampoline is in
 // python/torch_vdev/compile/kernels.py and follows the layout of KernelArg). A launch fills the
-// slots on the host, with buffer pointers already translated to kernel addresses
-// (runtime/memory.h), and queues the call on the current stream of the kernel's device: the host
-// returns at once, exactly as for an eager operator, and the kernel runs on the stream's worker
-// on the device bytes, without opening the host-side protection.
+// slots on the host, with buffer pointers already translated to kernel addresses (the checks and
+// the translation are launch_arguments.h's, runtime/memory.h's), and queues the call on the
+// current stream of the kernel's device: the host returns at once, exactly as for an eager
+// operator, and the kernel runs on the stream's worker on the device bytes, without opening the
+// host-side protection.
 //
 // Thread rules: launch_kernel is called on any host thread; the kernel runs on the stream worker.
 // Ownership: the kernel's shared library must stay loaded while a launch may be queued (Inductor's

@@ -10,15 +10,19 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch._dynamo.device_interface import (
-    DeviceInterface,
-    caching_worker_current_devices,
-    caching_worker_device_properties,
-)
 
 from torch_vdev import _C
 from torch_vdev import vdev as _vdev
+from torch_vdev.compile import torch_internals
 from torch_vdev.vdev._utils import _get_device_index
+
+DeviceInterface = torch_internals.get("torch._dynamo.device_interface.DeviceInterface")
+caching_worker_current_devices = torch_internals.get(
+    "torch._dynamo.device_interface.caching_worker_current_devices"
+)
+caching_worker_device_properties = torch_internals.get(
+    "torch._dynamo.device_interface.caching_worker_device_properties"
+)
 
 
 class VdevInterface(DeviceInterface):
@@ -101,13 +105,16 @@ def register() -> None:
     ``torch.vdev.Stream`` and ``Event`` classes Dynamo creates in the graph, as it does
     ``torch.cuda.Stream`` and ``Event``: Dynamo lists those (and torch.hpu's) by name, with no
     registration for other devices, so vdev adds its classes to that list."""
-    from torch._dynamo.device_interface import register_interface_for_device
-    from torch._dynamo.variables.user_defined import UserDefinedClassVariable
-
+    register_interface_for_device = torch_internals.get(
+        "torch._dynamo.device_interface.register_interface_for_device"
+    )
+    in_graph_classes = torch_internals.get(
+        "torch._dynamo.variables.user_defined.UserDefinedClassVariable._in_graph_classes"
+    )
     register_interface_for_device("vdev", VdevInterface)
     for i in range(_vdev.device_count()):
         register_interface_for_device(f"vdev:{i}", VdevInterface)
-    UserDefinedClassVariable._in_graph_classes().update({_vdev.Stream, _vdev.Event})
+    in_graph_classes().update({_vdev.Stream, _vdev.Event})
     from torch_vdev.compile import fake_layouts
 
     fake_layouts.apply()

@@ -16,13 +16,15 @@ from typing import Any
 
 import torch
 
+from torch_vdev.compile import torch_internals
+
+_TABLE = "torch._subclasses.fake_impls.op_implementations_dict"
 _applied = False
 
 
 def conv_memory_format(input_: torch.Tensor, weight: torch.Tensor) -> torch.memory_format:
     """cpp/backend/ops/conv.cpp's conv_memory_format."""
-    from torch._prims_common import suggest_memory_format
-
+    suggest_memory_format = torch_internals.get("torch._prims_common.suggest_memory_format")
     formats = (suggest_memory_format(input_), suggest_memory_format(weight))
     for fmt in (torch.channels_last, torch.channels_last_3d):
         if fmt in formats:
@@ -34,8 +36,11 @@ def apply() -> None:
     global _applied
     if _applied:
         return
-    from torch._subclasses import fake_impls
-    from torch.fx.experimental.symbolic_shapes import has_guarding_hint
+    table = torch_internals.get(_TABLE)
+    normalize = torch_internals.get("torch._subclasses.fake_impls._normalize_function_or_error")
+    has_guarding_hint = torch_internals.get(
+        "torch.fx.experimental.symbolic_shapes.has_guarding_hint"
+    )
 
     aten = torch.ops.aten
     ops = (
@@ -44,13 +49,11 @@ def apply() -> None:
         aten._convolution.deprecated,
         aten.convolution_backward.default,
     )
-    original = fake_impls.op_implementations_dict[aten.convolution.default]
+    original = table[aten.convolution.default]
 
     def conv(fake_mode: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
         out = original(fake_mode, func, *args, **kwargs)
-        _, named = fake_impls._normalize_function_or_error(
-            func, args=args, kwargs=kwargs, normalize_to_only_use_kwargs=True
-        )
+        _, named = normalize(func, args=args, kwargs=kwargs, normalize_to_only_use_kwargs=True)
         input_, weight = named["input"], named["weight"]
         if input_.fake_device.type != "vdev" or not all(
             has_guarding_hint(s) for s in (*input_.shape, *weight.shape)
@@ -68,7 +71,7 @@ def apply() -> None:
             return out.clone(memory_format=fmt)
 
     for op in ops:
-        if fake_impls.op_implementations_dict.get(op) is not original:
+        if table.get(op) is not original:
             raise RuntimeError(f"torch_vdev: torch's fake {op} is not the one vdev wraps")
-        fake_impls.op_implementations_dict[op] = conv
+        torch_internals.patch_item(_TABLE, op, conv)
     _applied = True

@@ -1,5 +1,5 @@
-"""torch.compile(mode="reduce-overhead") on vdev: Inductor's compiled functions replayed as vdev
-graphs (``torch.vdev.VdevGraph``), as CUDA's cudagraph trees replay CUDA graphs.
+"""torch.compile(mode="reduce-overhead") on vdev: the policy that hands Inductor's compiled
+functions to vdev graphs (``torch.vdev.VdevGraph``), as CUDA's cudagraph trees replay CUDA graphs.
 
 torch 2.13 hard-wires reduce-overhead to CUDA (``cudagraph_trees`` calls ``torch.cuda`` throughout,
 and ``cudagraph_utils.check_multiple_devices_or_any_cpu_nodes`` disables graphs for any graph whose
@@ -13,421 +13,28 @@ only). vdev supplies ``VdevGraphPolicy`` and, through ``install()``:
 * makes ``VdevGraphPolicy`` the policy of vdev graphs only (``CompiledFxGraph.post_compile`` runs
   with it patched in), so CUDA graphs in the same process keep Inductor's own path.
 
-What a wrapped function does (``GraphedFunction``), following cudagraph trees' rules:
+A function with an operation CUDA graphs cannot hold (one that synchronizes or allocates by data,
+a ``cudagraph_unsafe`` operator, data-dependent control flow) runs without graphs, as Inductor
+decides for CUDA with ``graph_partition=False``: vdev does not partition a function around such
+operations (Inductor's default for CUDA), it graphs whole functions.
 
-* The first call for each tuple of integer inputs (the sizes of dynamic shapes) runs the function
-  as compiled (the warm-up). The next records it into a vdev graph with its own private pool, then
-  replays it; later calls copy the non-static inputs into the graph's input buffers and replay.
-  The warm-up's outputs belong to its generation as a replay's do (below).
-  Static inputs (parameters, buffers, marked static addresses) are read in place; if one moves,
-  the graph is recorded again, up to ``triton.cudagraph_unexpected_rerecord_limit`` times.
-* A function that mutates a non-static input runs without graphs ("skipping cudagraphs due to
-  mutated inputs"), as on CUDA.
-* Outputs live in the graph's memory. Each replay hands out new, non-owning storages over it. A new
-  *generation* (a new top-level ``torch.compile`` call, unless a forward still waits for its
-  backward, or a ``torch.compiler.cudagraph_mark_step_begin()``) marks every output storage of the
-  previous one: any later access raises "accessing tensor output of a vdev graph that has been
-  overwritten by a subsequent run", CUDA's error. Within a generation a graph whose outputs are
-  still alive is not replayed over them: a second instance is recorded (gradient accumulation runs
-  several forwards before their backwards), up to ``MAX_INSTANCES``.
-
-* A function with an operation CUDA graphs cannot hold (one that synchronizes or allocates by
-  data, a ``cudagraph_unsafe`` operator, data-dependent control flow) runs without graphs, as
-  Inductor decides for CUDA with ``graph_partition=False``: vdev does not partition a function
-  around such operations (Inductor's default for CUDA), it graphs whole functions.
-* Outputs still alive when their graph is freed (``torch._dynamo.reset()``) are marked too.
-
-Thread rules: as cudagraph trees, every thread has its own instances, generations and capture
-stream, so threads never share a graph's memory. The state is stashed in torch's thread-local state
-(``torch._C._stash_obj_in_tls``), which autograd copies into its device threads, so a backward
-belongs to the thread that ran its forward.
+What a wrapped function does with its graphs (recording, replay, generations, threads) is
+graph_trees.py's. The patches are made through ``torch_internals``, which lists them.
 """
 
 from __future__ import annotations
 
 import functools
-import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from torch._inductor import config
-from torch._inductor.cudagraph_utils import (
-    CUDAGraphPolicy,
-    get_mutation_stack_trace,
-    log_cudagraph_skip_and_bump_counter,
-    maybe_warning_due_to_dynamic_shape,
-)
-from torch.multiprocessing.reductions import StorageWeakRef
 
-# Graph instances one function may hold for one tuple of sizes within a generation. Beyond it the
-# function runs without graphs (with a warning), which bounds memory when forwards never see their
-# backward.
-MAX_INSTANCES = 8
+from torch_vdev.compile import torch_internals
+from torch_vdev.compile.graph_trees import GraphedFunction
 
-_FREED = (
-    "Error: accessing tensor output of a vdev graph (torch.compile mode='reduce-overhead') whose "
-    "graph has been freed (torch._dynamo.reset(), or the compiled function was dropped). Clone "
-    "outputs that must outlive the compiled function."
-)
-
-_OVERWRITTEN = (
-    "Error: accessing tensor output of a vdev graph (torch.compile mode='reduce-overhead') that "
-    "has been overwritten by a subsequent run. Stack trace: {trace}. To prevent overwriting, clone "
-    "the tensor outside of torch.compile() or call torch.compiler.cudagraph_mark_step_begin() "
-    "before each model invocation."
-)
-
-
-def _current_generation() -> int:
-    """cudagraph trees' generation: the mark-step counter once the user has marked a step, else
-    Dynamo's count of top-level compiled calls."""
-    from torch._dynamo.mutation_guard import GenerationTracker
-    from torch._inductor.cudagraph_trees import MarkStepBox
-
-    if MarkStepBox.mark_step_counter != 0:
-        return MarkStepBox.mark_step_counter
-    return GenerationTracker.generation
-
-
-def _user_marked_steps() -> bool:
-    from torch._inductor.cudagraph_trees import MarkStepBox
-
-    return MarkStepBox.mark_step_counter != 0
-
-
-def _mark_overwritten(refs: Sequence[StorageWeakRef], message: str) -> None:
-    for ref in refs:
-        storage = torch.UntypedStorage._new_with_weak_ptr(ref.cdata)
-        if storage is not None:
-            torch.ops.vdev._mark_overwritten(storage, message)
-
-
-class _DeviceGenerations:
-    """Per thread and device: the current generation, whether a forward waits for its backward, and
-    the output storages handed out in this generation (weakly: a dead storage needs no marking)."""
-
-    def __init__(self) -> None:
-        self.generation: int | None = None
-        self.pending_backward = False
-        self.handed_out: list[tuple[StorageWeakRef, str]] = []
-
-    def enter_call(self) -> None:
-        generation = _current_generation()
-        if generation == self.generation:
-            return
-        if self.pending_backward and not _user_marked_steps():
-            return  # a forward's outputs wait for its backward: same generation, as trees
-        self.generation = generation
-        self.pending_backward = False
-        handed_out, self.handed_out = self.handed_out, []
-        for ref, message in handed_out:
-            _mark_overwritten((ref,), message)
-
-    def hand_out(self, refs: Sequence[StorageWeakRef], message: str) -> None:
-        self.handed_out.extend((ref, message) for ref in refs)
-        if len(self.handed_out) > _PRUNE_AT:  # forwards without backward: one long generation
-            self.handed_out = [(r, m) for r, m in self.handed_out if not r.expired()]
-
-
-# Handed-out storages are pruned of dead ones when a generation holds more than this many.
-_PRUNE_AT = 4096
-
-
-class _ThreadState:
-    """What one thread owns, as CUDA's cudagraph trees (one tree per thread and device): threads
-    never share a graph's memory, its generations or its capture stream."""
-
-    def __init__(self) -> None:
-        self.generations: dict[int, _DeviceGenerations] = {}
-        self.capture_streams: dict[int, torch.Stream] = {}
-        # per function: warm-up keys, instances, re-records
-        self.functions: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
-
-
-_TLS_KEY = "torch_vdev_graph_policy"
-
-
-def _thread_state() -> _ThreadState:
-    """This thread's state. It is stashed in torch's thread-local state, as the trees' is, because
-    autograd copies that into its device threads: a backward then finds the state of the thread that
-    ran its forward (a Python threading.local would give it a state of its own)."""
-    if torch._C._is_key_in_tls(_TLS_KEY):
-        return torch._C._get_obj_in_tls(_TLS_KEY)
-    state = _ThreadState()
-    torch._C._stash_obj_in_tls(_TLS_KEY, state)
-    return state
-
-
-def _device_generations(index: int) -> _DeviceGenerations:
-    generations = _thread_state().generations
-    if index not in generations:
-        generations[index] = _DeviceGenerations()
-    return generations[index]
-
-
-def _int_key(inputs: Sequence[Any]) -> tuple[Any, ...]:
-    """What selects a graph besides the compiled function: its integer inputs (dynamic sizes) and
-    the identity of generator inputs."""
-    return tuple(
-        x if isinstance(x, int) else id(x) for x in inputs if not isinstance(x, torch.Tensor)
-    )
-
-
-class _Recording:
-    """One vdev graph of a function: its input buffers, the graph, how to hand out its outputs."""
-
-    def __init__(self, fn: GraphedFunction, inputs: list[Any]) -> None:
-        from torch._inductor.compile_fx import index_expanded_dims_and_copy_, static_input
-        from torch._inductor.output_code import get_expanded_dims
-
-        from torch_vdev.vdev.graphs import VdevGraph, graph
-
-        # Not the function itself: a reference cycle would keep graphs and buffers until the
-        # cyclic collector runs.
-        self.device_index = fn.device_index
-        self.overwritten_message = fn.overwritten_message
-        self.device = torch.device("vdev", fn.device_index)
-        self.generation: int | None = None
-        self.handed_out: list[StorageWeakRef] = []  # of the last replay; updated in place
-        # A dropped recording releases its pool: outputs still alive must not read memory that
-        # later work may be given.
-        weakref.finalize(self, _mark_overwritten, self.handed_out, _FREED)
-        static = fn.static_input_idxs
-        self.static_idxs = [
-            i for i, x in enumerate(inputs) if i in static and isinstance(x, torch.Tensor)
-        ]
-        self.static_ptrs = [inputs[i].data_ptr() for i in self.static_idxs]
-        self.copy_idxs = [
-            i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor) and i not in static
-        ]
-        self.expanded = {i: get_expanded_dims(inputs[i]) for i in self.copy_idxs}
-        self.buffers: list[Any] = list(inputs)
-        for i in self.copy_idxs:
-            self.buffers[i] = static_input(inputs[i])
-            index_expanded_dims_and_copy_(self.buffers[i], inputs[i], self.expanded[i])
-        self._copy = index_expanded_dims_and_copy_
-        inputs.clear()
-
-        self.graph = VdevGraph()
-        with torch.vdev.device(fn.device_index):
-            with graph(self.graph, stream=fn.capture_stream(), capture_error_mode="thread_local"):
-                outputs = fn.model(list(self.buffers))
-        self._describe_outputs(outputs, fn.constants)
-        # Keep the input buffers only: static inputs are read in place (their addresses are kept).
-        self.buffers = [b if i in self.expanded else None for i, b in enumerate(self.buffers)]
-
-    def _describe_outputs(self, outputs: Any, constants: Sequence[torch.Tensor]) -> None:
-        """Outputs on the graph's memory (allocated by the capture, or an input buffer) are handed
-        out as new storages per replay; outputs on a static input or a constant are returned as
-        they are; ints and None too."""
-        if not isinstance(outputs, (list, tuple)):
-            outputs = (outputs,)
-        kept = {self.buffers[i].untyped_storage().data_ptr() for i in self.static_idxs}
-        kept |= {c.untyped_storage().data_ptr() for c in constants}
-        self.storages: list[tuple[int, int]] = []  # (address, bytes) of each graph storage
-        index_of: dict[int, int] = {}
-        self.outputs: list[tuple[Any, ...]] = []
-        for out in outputs:
-            if not isinstance(out, torch.Tensor) or out.untyped_storage().data_ptr() in kept:
-                self.outputs.append(("as is", out))
-                continue
-            storage = out.untyped_storage()
-            address = storage.data_ptr()
-            if address not in index_of:
-                index_of[address] = len(self.storages)
-                self.storages.append((address, storage.nbytes()))
-            self.outputs.append(
-                (
-                    "graph",
-                    index_of[address],
-                    out.dtype,
-                    out.storage_offset(),
-                    out.size(),
-                    out.stride(),
-                )
-            )
-
-    def static_inputs_moved(self, inputs: list[Any]) -> bool:
-        pairs = zip(self.static_idxs, self.static_ptrs, strict=True)
-        return any(inputs[i].data_ptr() != address for i, address in pairs)
-
-    def outputs_alive(self) -> bool:
-        return any(not ref.expired() for ref in self.handed_out)
-
-    def replay(self, inputs: list[Any] | None) -> list[Any]:
-        if inputs is not None:
-            for i in self.copy_idxs:
-                self._copy(self.buffers[i], inputs[i], self.expanded[i])
-            inputs.clear()
-        self.graph.replay()
-        return self._hand_out()
-
-    def _hand_out(self) -> list[Any]:
-        storages = [
-            torch._C._construct_storage_from_data_pointer(address, self.device, nbytes)
-            for address, nbytes in self.storages
-        ]
-        self.handed_out[:] = [StorageWeakRef(s) for s in storages]
-        _device_generations(self.device_index).hand_out(self.handed_out, self.overwritten_message)
-        result: list[Any] = []
-        for spec in self.outputs:
-            if spec[0] == "as is":
-                result.append(spec[1])
-                continue
-            _, index, dtype, offset, size, stride = spec
-            out = torch.empty(0, dtype=dtype, device=self.device)
-            result.append(out.set_(storages[index], offset, size, stride))
-        return result
-
-
-class _FunctionState:
-    """One function's graphs on one thread."""
-
-    def __init__(self) -> None:
-        self.warmed_up: set[tuple[Any, ...]] = set()
-        self.instances: dict[tuple[Any, ...], list[_Recording]] = {}
-        self.rerecords = 0
-
-
-class GraphedFunction:
-    """A compiled function that runs as vdev graphs (see the module's docstring). Called by
-    Inductor with the boxed convention: one list of inputs, which the call empties."""
-
-    _boxed_call = True
-
-    def __init__(
-        self,
-        model: Callable[[list[Any]], Any],
-        static_input_idxs: Sequence[int],
-        *,
-        device_index: int,
-        is_backward: bool,
-        is_inference: bool,
-        stack_traces: Sequence[str | None] = (),
-        constants: Sequence[torch.Tensor] = (),
-        placeholders: Sequence[Any] = (),
-        mutated_input_idxs: Sequence[int] = (),
-    ) -> None:
-        self.model = model
-        self.static_input_idxs = frozenset(static_input_idxs)
-        self.device_index = device_index
-        self.is_backward = is_backward
-        self.is_forward = not is_backward and not is_inference
-        traces = [t.strip() for t in stack_traces if t]
-        self.overwritten_message = _OVERWRITTEN.format(
-            trace=traces[0] if traces else "[Could not find stack trace]"
-        )
-        self.constants = tuple(constants)
-        self.warned_instances = False
-        mutated = [i for i in mutated_input_idxs if i not in self.static_input_idxs]
-        self.disabled = bool(mutated)
-        if mutated:
-            log_cudagraph_skip_and_bump_counter(get_mutation_stack_trace(placeholders, mutated))
-
-    def capture_stream(self) -> torch.Stream:
-        return _capture_stream(self.device_index)
-
-    def _state(self) -> Any:
-        functions = _thread_state().functions
-        state = functions.get(self)
-        if state is None:
-            state = functions[self] = _FunctionState()
-        return state
-
-    def __call__(self, inputs: list[Any]) -> Any:
-        generations = _device_generations(self.device_index)
-        try:
-            if self.disabled:
-                return self.model(inputs)
-            if not self.is_backward:  # a backward belongs to its forward's generation
-                generations.enter_call()
-            return self._run(inputs, generations)
-        finally:
-            if self.is_forward:
-                generations.pending_backward = True
-            elif self.is_backward:
-                generations.pending_backward = False
-
-    def _run(self, inputs: list[Any], generations: _DeviceGenerations) -> Any:
-        state = self._state()
-        key = _int_key(inputs)
-        if key not in state.warmed_up:
-            inputs_and_constants = {
-                x.untyped_storage().data_ptr()
-                for x in (*inputs, *self.constants)
-                if isinstance(x, torch.Tensor)
-            }
-            out = self.model(inputs)
-            state.warmed_up.add(key)
-            # cudagraph trees run the warm-up in the graphs' pool and free its outputs when the
-            # next generation begins (CUDAWarmupNode, dealloc_current_path_weakrefs): a warm-up
-            # output kept past the next call raises the overwritten error too.
-            generations.hand_out(
-                [
-                    StorageWeakRef(o.untyped_storage())
-                    for o in (out if isinstance(out, (list, tuple)) else (out,))
-                    if isinstance(o, torch.Tensor)
-                    and o.device.type == "vdev"
-                    and o.untyped_storage().data_ptr() not in inputs_and_constants
-                ],
-                self.overwritten_message,
-            )
-            return out
-        instances = state.instances.get(key)
-        if instances is None:
-            maybe_warning_due_to_dynamic_shape(state.instances, key)
-            instances = state.instances[key] = []
-        # Instances are kept in order of last use. One is free unless it ran in this generation
-        # and its outputs are alive; a free one fits if the static inputs are where it reads them.
-        generation = generations.generation
-        free = [r for r in instances if r.generation != generation or not r.outputs_alive()]
-        chosen = next((r for r in free if not r.static_inputs_moved(inputs)), None)
-        if chosen is not None:
-            instances.remove(chosen)
-        else:
-            if free:  # static inputs moved (a parameter, or a backward's saved forward outputs)
-                state.rerecords += 1
-                limit = config.triton.cudagraph_unexpected_rerecord_limit
-                if state.rerecords > limit:
-                    self.disabled = True
-                    log_cudagraph_skip_and_bump_counter(
-                        "skipping cudagraphs due to static input data pointers changing more than "
-                        f"{limit} times (triton.cudagraph_unexpected_rerecord_limit)"
-                    )
-                    return self.model(inputs)
-            if len(instances) >= MAX_INSTANCES:
-                if not free:
-                    self._warn_live_outputs()
-                    return self.model(inputs)
-                instances.remove(free[0])  # the least recently used
-            chosen = _Recording(self, inputs)
-            inputs = None  # the recording copied them
-        instances.append(chosen)
-        chosen.generation = generation
-        return chosen.replay(inputs)
-
-    def _warn_live_outputs(self) -> None:
-        if self.warned_instances:
-            return
-        self.warned_instances = True
-        warnings.warn(
-            f"torch.compile(mode='reduce-overhead') on vdev: {MAX_INSTANCES} graphs of one "
-            "function hold live outputs in this step, so it runs without graphs. Ensure backward() "
-            "is invoked or detach outputs, or call torch.compiler.cudagraph_mark_step_begin() "
-            "before each model invocation.",
-            stacklevel=3,
-        )
-
-
-def _capture_stream(index: int) -> torch.Stream:
-    """One side stream per thread and device to capture on (torch.vdev.graph's default is one
-    stream of the device current when it was first used, shared by every thread)."""
-    streams = _thread_state().capture_streams
-    if index not in streams:
-        streams[index] = torch.vdev.Stream(device=index)
-    return streams[index]
+config = torch_internals.get("torch._inductor.config")
+CUDAGraphPolicy = torch_internals.get("torch._inductor.cudagraph_utils.CUDAGraphPolicy")
 
 
 class VdevGraphPolicy(CUDAGraphPolicy):
@@ -467,8 +74,10 @@ def _incompatible_operation() -> str | None:
     Inductor skips that check when it partitions graphs (its default), because its partitioned
     path runs such operations outside CUDA graphs; vdev graphs the whole function, so the
     function runs without graphs instead."""
-    from torch._inductor.utils import get_first_incompatible_cudagraph_node
-    from torch._inductor.virtualized import V
+    get_first_incompatible_cudagraph_node = torch_internals.get(
+        "torch._inductor.utils.get_first_incompatible_cudagraph_node"
+    )
+    V = torch_internals.get("torch._inductor.virtualized.V")
 
     gm = V.graph.module
     node = get_first_incompatible_cudagraph_node(gm)
@@ -491,10 +100,9 @@ def install() -> None:
     if _installed:
         return
     _installed = True
-    import torch._inductor.cudagraph_utils as cudagraph_utils
-    from torch._inductor.output_code import CompiledFxGraph
-
-    original_check = cudagraph_utils.check_multiple_devices_or_any_cpu_nodes
+    original_check = torch_internals.get(
+        "torch._inductor.cudagraph_utils.check_multiple_devices_or_any_cpu_nodes"
+    )
 
     @functools.wraps(original_check)
     def check_multiple_devices_or_any_cpu_nodes(mapping: dict[torch.device, Any]) -> str | None:
@@ -508,20 +116,23 @@ def install() -> None:
             return _incompatible_operation()
         return original_check(mapping)
 
-    cudagraph_utils.check_multiple_devices_or_any_cpu_nodes = (
-        check_multiple_devices_or_any_cpu_nodes
+    torch_internals.patch(
+        "torch._inductor.cudagraph_utils.check_multiple_devices_or_any_cpu_nodes",
+        check_multiple_devices_or_any_cpu_nodes,
     )
 
-    original_post_compile = CompiledFxGraph.post_compile
+    original_post_compile = torch_internals.get(
+        "torch._inductor.output_code.CompiledFxGraph.post_compile"
+    )
 
     @functools.wraps(original_post_compile)
-    def post_compile(self: CompiledFxGraph, *args: Any, **kwargs: Any) -> None:
+    def post_compile(self: Any, *args: Any, **kwargs: Any) -> None:
         if "vdev" in self.device_types and config.cudagraph_policy is None:
             with config.patch(cudagraph_policy=POLICY):
                 return original_post_compile(self, *args, **kwargs)
         return original_post_compile(self, *args, **kwargs)
 
-    CompiledFxGraph.post_compile = post_compile  # type: ignore[method-assign]
+    torch_internals.patch("torch._inductor.output_code.CompiledFxGraph.post_compile", post_compile)
 
 
 install()

@@ -8,8 +8,9 @@ its tensors' device and returns (cpp/backend/compile/kernel_launch.h). Buffers a
 the generated code with ``empty_strided(..., device="vdev:N")`` (the vdev caching allocator), and
 operators Inductor does not lower run as eager vdev operators, queued on the same stream.
 
-Registered lazily: Inductor asks ``torch.vdev`` for ``Scheduling`` and the wrapper codegens when it
-first compiles (``init_backend_registration``), so ``import torch`` never imports Inductor.
+Registered by ``torch_vdev.compile``'s post-import hook once Inductor's ``compile_fx`` has been
+imported (before anything is lowered), so ``import torch`` never imports Inductor. Everything this
+module takes from Inductor is listed in ``torch_internals``.
 """
 
 from __future__ import annotations
@@ -23,24 +24,35 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from torch._inductor import config as inductor_config
-from torch._inductor.codegen.common import (
-    DeviceOpOverrides,
-    register_backend_for_device,
-    register_device_op_overrides,
-)
-from torch._inductor.codegen.cpp import CppScheduling
-from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
-from torch._inductor.custom_graph_pass import CustomGraphModulePass
-from torch._inductor.runtime.benchmarking import register_benchmarker
-from torch._inductor.scheduler import NopKernelSchedulerNode
-from torch._inductor.virtualized import V
 
 from torch_vdev import _C
+from torch_vdev.compile import torch_internals
+
+inductor_config = torch_internals.get("torch._inductor.config")
+DeviceOpOverrides = torch_internals.get("torch._inductor.codegen.common.DeviceOpOverrides")
+register_backend_for_device = torch_internals.get(
+    "torch._inductor.codegen.common.register_backend_for_device"
+)
+register_device_op_overrides = torch_internals.get(
+    "torch._inductor.codegen.common.register_device_op_overrides"
+)
+CppScheduling = torch_internals.get("torch._inductor.codegen.cpp.CppScheduling")
+PythonWrapperCodegen = torch_internals.get("torch._inductor.codegen.wrapper.PythonWrapperCodegen")
+SubgraphPythonWrapperCodegen = torch_internals.get(
+    "torch._inductor.codegen.wrapper.SubgraphPythonWrapperCodegen"
+)
+CustomGraphModulePass = torch_internals.get(
+    "torch._inductor.custom_graph_pass.CustomGraphModulePass"
+)
+register_benchmarker = torch_internals.get(
+    "torch._inductor.runtime.benchmarking.register_benchmarker"
+)
+NopKernelSchedulerNode = torch_internals.get("torch._inductor.scheduler.NopKernelSchedulerNode")
+V = torch_internals.get("torch._inductor.virtualized.V")
 
 # The line Inductor's C++ scheduling writes to define a kernel in Python wrapper code
 # (CppScheduling.define_kernel), and what vdev writes instead.
-_CPU_DEFINITION = "async_compile.cpp_pybinding("
+_CPU_DEFINITION = torch_internals.CPU_KERNEL_DEFINITION
 _VDEV_DEFINITION = "vdev_kernels.cpp_kernel(async_compile, {name!r}, "
 # Marks a kernel's source as vdev's: Inductor shares one definition between kernels of identical
 # source, and a CPU kernel of the same source in the same graph must stay a CPU binding.
@@ -300,8 +312,3 @@ def _register() -> None:
         device_custom_pass=CodegenIdentity(),
     )
     register_benchmarker("vdev", benchmark_until_done, override=True)
-
-
-# What Inductor's init_backend_registration reads from torch.vdev (vdev/__init__.py says why
-# these two only).
-INDUCTOR_HOOKS = {"Scheduling": VdevScheduling, "PythonWrapperCodegen": VdevWrapperCodegen}

@@ -10,11 +10,11 @@ kernels: in torch 2.13, loop reordering and the reindexing of a pointwise node i
 scheduling's node groups, and ``get_current_backend()`` answers "triton" (``config.cuda_backend``),
 which selects Triton-only dtype upcasts and asserts. torch has no registration for "this device
 generates CPU code", so vdev wraps the three predicates that encode it, once, when its Inductor
-backend is registered. A fourth predicate is about the device rather than its code:
-``device_need_guard`` decides, for GPU types only, whether generated code enters a device guard
-and defines the streams a compiled function uses (``with torch.cuda.stream(s)`` inside it): without
-it, a vdev graph that uses side streams names stream variables it never defined. The wrapped
-predicates:
+backend is registered (through ``torch_internals``, which lists each). A fourth predicate is about
+the device rather than its code: ``device_need_guard`` decides, for GPU types only, whether
+generated code enters a device guard and defines the streams a compiled function uses (``with
+torch.cuda.stream(s)`` inside it): without it, a vdev graph that uses side streams names stream
+variables it never defined. The wrapped predicates:
 
 * ``torch._inductor.utils.get_current_backend`` (and the names other Inductor modules imported
   it as): "cpp" for vdev;
@@ -31,6 +31,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from torch_vdev.compile import torch_internals
+
 _applied = False
 
 
@@ -38,44 +40,43 @@ def apply() -> None:
     global _applied
     if _applied:
         return
-    import torch._inductor.codegen.common as codegen_common
-    import torch._inductor.ir as ir
-    import torch._inductor.kernel.mm_common as mm_common
-    import torch._inductor.scheduler as scheduler
-    import torch._inductor.utils as utils
-
-    original_backend = utils.get_current_backend
+    V = torch_internals.get("torch._inductor.virtualized.V")
+    get_device_type = torch_internals.get("torch._inductor.ir.get_device_type")
+    original_backend = torch_internals.get("torch._inductor.utils.get_current_backend")
 
     @functools.wraps(original_backend)
     def get_current_backend(device_type: str | None = None) -> str:
         if device_type is None:
-            from torch._inductor.virtualized import V
-
             device_type = V.graph.get_current_device_or_throw().type
         if device_type == "vdev":
             return "cpp"
         return original_backend(device_type)
 
-    for module in (utils, codegen_common, scheduler, mm_common):
-        module.get_current_backend = get_current_backend
+    for target in (
+        "torch._inductor.utils.get_current_backend",
+        "torch._inductor.codegen.common.get_current_backend",
+        "torch._inductor.scheduler.get_current_backend",
+        "torch._inductor.kernel.mm_common.get_current_backend",
+    ):
+        torch_internals.patch(target, get_current_backend)
 
     def node_is_cpu(self: Any) -> bool:
         device = self.get_device()
         return device is not None and device.type in ("cpu", "vdev")
 
-    scheduler.BaseSchedulerNode.is_cpu = node_is_cpu
+    torch_internals.patch("torch._inductor.scheduler.BaseSchedulerNode.is_cpu", node_is_cpu)
 
     def is_cpu(x: Any) -> bool:
-        return ir.get_device_type(x) in ("cpu", "vdev")
+        return get_device_type(x) in ("cpu", "vdev")
 
-    ir.is_cpu = is_cpu
+    torch_internals.patch("torch._inductor.ir.is_cpu", is_cpu)
 
-    original_need_guard = utils.device_need_guard
+    original_need_guard = torch_internals.get("torch._inductor.utils.device_need_guard")
 
     @functools.wraps(original_need_guard)
     def device_need_guard(device: str) -> bool:
         return device == "vdev" or original_need_guard(device)
 
-    utils.device_need_guard = device_need_guard
-    scheduler.device_need_guard = device_need_guard
+    torch_internals.patch("torch._inductor.utils.device_need_guard", device_need_guard)
+    torch_internals.patch("torch._inductor.scheduler.device_need_guard", device_need_guard)
     _applied = True

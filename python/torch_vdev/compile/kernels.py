@@ -11,7 +11,8 @@ kernel addresses and queues the call on the current stream of its tensors' devic
 
 The compilation itself is Inductor's (``CppCodeCache``: its compiler flags, vectorisation,
 OpenMP, on-disk cache and compile worker pool), with a cache of its own so that the same source is
-never handed out as a CPU binding.
+never handed out as a CPU binding. What this module takes from Inductor is listed in
+``torch_internals``.
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from torch._inductor.async_compile import AsyncCompile, get_compile_threads
-from torch._inductor.codecache import (
-    CppCodeCache,
-    CppPythonBindingsCodeCache,
-    LambdaFuture,
-    clear_on_fresh_cache,
-)
-
 from torch_vdev import _C
+from torch_vdev.compile import torch_internals
 from torch_vdev.compile.index_checks import guard_index_checks
+
+AsyncCompile = torch_internals.get("torch._inductor.async_compile.AsyncCompile")
+get_compile_threads = torch_internals.get("torch._inductor.async_compile.get_compile_threads")
+CppCodeCache = torch_internals.get("torch._inductor.codecache.CppCodeCache")
+# The header Inductor precompiles for CPU's kernel bindings (a classmethod, bound).
+_cpu_bindings_header = torch_internals.get(
+    "torch._inductor.codecache.CppPythonBindingsCodeCache._get_uncompiled_header"
+)
+LambdaFuture = torch_internals.get("torch._inductor.codecache.LambdaFuture")
+clear_on_fresh_cache = torch_internals.get("torch._inductor.codecache.clear_on_fresh_cache")
 
 # Argument types Inductor's C++ kernels take besides pointers (cpp_argdefs: sizes are INDEX_TYPE,
 # int64_t; unbacked float symbols are float), mapped to the slot member that carries them.
@@ -87,7 +91,7 @@ class VdevKernelCodeCache(CppCodeCache):
         """The header Inductor precompiles for CPU's kernel bindings (its C++ prefix, which every
         kernel includes first): with it each kernel compiles about 3x faster (0.7 s instead of
         2 s here), and a graph's compile time is mostly its kernels' (``CppCodeCache`` has none)."""
-        return CppPythonBindingsCodeCache._get_uncompiled_header(device)
+        return _cpu_bindings_header(device)
 
 
 def _launcher(kernel_name: str, kinds: str, library: Any) -> Any:

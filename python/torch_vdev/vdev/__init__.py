@@ -142,20 +142,8 @@ __all__ = [
 current_device = _C._get_device
 set_device = _C._set_device
 
-# What Inductor reads first from a PrivateUse1 device module to register its code generation
-# (torch/_inductor/codegen/common.py, init_backend_registration). Reading it registers vdev's
-# backend in full (torch_vdev/compile/inductor_backend.py). CppWrapperCodegen is absent on
-# purpose: init_backend_registration would then register the device a second time, without the
-# custom pass that names vdev's code generation in Inductor's cache keys.
-_INDUCTOR_HOOKS = ("Scheduling", "PythonWrapperCodegen")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _INDUCTOR_HOOKS:
-        from torch_vdev.compile import inductor_hook
-
-        return inductor_hook(name)
-    raise AttributeError(f"module 'torch.vdev' has no attribute '{name}'")
+# Inductor's code generation for vdev is registered by torch_vdev.compile (a post-import hook),
+# not through attributes of this module: torch.vdev does not import torch.compile's support.
 
 
 def is_available() -> bool:

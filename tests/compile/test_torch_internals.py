@@ -1,0 +1,208 @@
+"""The torch internals vdev's torch.compile support relies on (python/torch_vdev/compile/
+torch_internals.py): every target of the manifest still exists, with the members vdev uses and the
+signature recorded there, and nothing in torch_vdev.compile reaches torch's internals around it.
+After a torch upgrade this is the first test to run."""
+
+import ast
+import dataclasses
+import inspect
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from torch_vdev.compile import torch_internals
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPILE = ROOT / "python" / "torch_vdev" / "compile"
+ENTRIES = torch_internals.MANIFEST_ENTRIES + torch_internals.ELSEWHERE
+USES = {"call", "read", "subclass", "patch", "mutate", "post-import hook", "generated code"}
+BOUNDARY_CALLS = {"get", "patch", "patch_item", "original", "hooked_module"}
+
+
+def assigned_on_self(cls: type, name: str) -> bool:
+    """Whether some class of ``cls``'s MRO assigns ``self.<name>`` (an instance attribute) or
+    declares it as a dataclass field."""
+    for klass in cls.__mro__:
+        if dataclasses.is_dataclass(klass) and name in {f.name for f in dataclasses.fields(klass)}:
+            return True
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+        except (OSError, TypeError):
+            continue
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.ctx, ast.Store)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "self"
+                and node.attr == name
+            ):
+                return True
+    return False
+
+
+def problems(entry: torch_internals.Internal) -> list[str]:
+    """What no longer holds of ``entry`` in the installed torch (empty when it all does)."""
+    try:
+        obj = (
+            torch_internals.original(entry.target)
+            if entry.target in torch_internals.MANIFEST
+            else torch_internals.resolve(entry.target)
+        )
+    except (ImportError, AttributeError) as e:
+        return [f"{entry.target} does not exist: {e!r}"]
+    found = []
+    owner = obj if isinstance(obj, type) else type(obj)
+    for name in entry.members:
+        if not (hasattr(obj, name) or (isinstance(obj, type) and assigned_on_self(obj, name))):
+            found.append(f"{entry.target} has no member {name!r} (of {owner.__name__})")
+    actual = torch_internals.signature(obj) if callable(obj) else None
+    if entry.signature is not None and actual != entry.signature:
+        found.append(f"{entry.target}{actual} is not {entry.target}{entry.signature}")
+    if entry.signature is None and (inspect.isfunction(obj) or inspect.ismethod(obj)):
+        found.append(f"{entry.target} is a Python function: record its signature {actual}")
+    return found
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.target)
+def test_every_target_exists_with_its_members_and_signature(entry):
+    assert not problems(entry)
+
+
+def test_a_changed_target_is_found():
+    """The check above fails for a target that moved, lost a member or changed its signature."""
+    entry = torch_internals.MANIFEST["torch._inductor.ir.is_cpu"]
+    assert not problems(entry)
+    moved = dataclasses.replace(entry, target="torch._inductor.ir.is_cpu_device")
+    assert "does not exist" in problems(moved)[0]
+    missing_module = dataclasses.replace(entry, target="torch._inductor.no_such_module.is_cpu")
+    assert "does not exist" in problems(missing_module)[0]
+    resigned = dataclasses.replace(entry, signature="(x, device)")
+    assert "is not" in problems(resigned)[0]
+    unsigned = dataclasses.replace(entry, signature=None)
+    assert "record its signature" in problems(unsigned)[0]
+    scheduler = torch_internals.MANIFEST["torch._inductor.scheduler.Scheduler"]
+    assert not problems(scheduler)  # instance attributes (nodes, current_node, node_to_stream)
+    lost = dataclasses.replace(scheduler, members=("nodes", "nodes_in_order"))
+    assert problems(lost) == [
+        "torch._inductor.scheduler.Scheduler has no member 'nodes_in_order' (of Scheduler)"
+    ]
+
+
+def test_entries_were_verified_against_the_installed_torch():
+    # A torch upgrade fails here until every entry has been checked against the new sources.
+    assert torch.__version__.split("+")[0] == torch_internals.TORCH_VERIFIED
+    assert {e.verified for e in ENTRIES} == {torch_internals.TORCH_VERIFIED}
+
+
+def test_entries_say_what_why_and_where():
+    assert len(torch_internals.MANIFEST) == len(torch_internals.MANIFEST_ENTRIES)  # no duplicate
+    for entry in ENTRIES:
+        assert entry.use in USES, entry
+        assert entry.what and entry.why and entry.where, entry
+        names = (entry.target.rsplit(".", 1)[-1], *entry.members)
+        for path in entry.where:
+            text = (ROOT / path).read_text()
+            assert any(name in text for name in names), f"{path} does not use {entry.target}"
+
+
+def test_unknown_targets_are_refused():
+    with pytest.raises(KeyError, match="not in torch_internals.MANIFEST"):
+        torch_internals.get("torch._inductor.utils.is_gpu")
+    with pytest.raises(KeyError, match="listed for 'call'"):
+        torch_internals.patch("torch._inductor.ir.get_device_type", lambda x: "vdev")
+
+
+def test_every_patch_is_installed_once_torch_compile_has_run():
+    torch.compile(lambda x: torch.nn.functional.conv2d(x, x[:1]) + 1)(
+        torch.ones(1, 1, 3, 3, device="vdev")
+    )
+    torch.compile(lambda x: x * 2, mode="reduce-overhead")(torch.ones(2, device="vdev"))
+    for entry in torch_internals.MANIFEST_ENTRIES:
+        if entry.use != "patch":
+            continue
+        items = [k for k in torch_internals._originals if k.startswith(entry.target + "[")]
+        if items:  # a table whose entries vdev replaced
+            table = torch_internals.resolve(entry.target)
+            assert all(
+                table[key] is not torch_internals._originals[f"{entry.target}[{key}]"]
+                for key in table
+                if f"{entry.target}[{key}]" in torch_internals._originals
+            )
+            continue
+        assert entry.target in torch_internals._originals, entry.target
+        current = torch_internals.resolve(entry.target)
+        assert current is not torch_internals.original(entry.target), entry.target
+
+
+def python_modules(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*.py"))
+
+
+def private_torch_reaches(path: Path) -> list[str]:
+    """Imports of torch submodules and ``torch.<...>._name`` attribute chains in ``path``."""
+    found = []
+    tree = ast.parse(path.read_text())
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("torch.")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch."):
+            found.append(f"from {node.module} import ...")
+        elif isinstance(node, ast.ImportFrom) and node.module == "torch":
+            found += [f"from torch import {a.name}" for a in node.names if a.name.startswith("_")]
+        elif isinstance(node, ast.Attribute) and id(node) not in inner:  # a whole chain
+            chain, value = [node.attr], node.value
+            while isinstance(value, ast.Attribute):
+                chain.append(value.attr)
+                value = value.value
+            dotted = ".".join(["torch", *reversed(chain)])
+            private = any(p.startswith("_") and not p.startswith("__") for p in chain)
+            vdev_own = dotted.startswith("torch.ops.vdev.")  # vdev's operators
+            if isinstance(value, ast.Name) and value.id == "torch" and private and not vdev_own:
+                found.append(dotted)
+    return found
+
+
+def test_compile_modules_reach_torch_internals_only_through_the_boundary():
+    bad = {
+        path.name: reaches
+        for path in python_modules(COMPILE)
+        if path.name != "torch_internals.py" and (reaches := private_torch_reaches(path))
+    }
+    assert not bad, bad
+
+
+def test_the_boundary_check_finds_a_direct_reach(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text(
+        "import torch\nimport torch._inductor.ir as ir\nfrom torch._inductor import config\n"
+        "def f():\n"
+        "    return torch._C._get_obj_in_tls('k'), torch.UntypedStorage._new_with_weak_ptr\n"
+    )
+    assert sorted(private_torch_reaches(module)) == [
+        "from torch._inductor import ...",
+        "torch.UntypedStorage._new_with_weak_ptr",
+        "torch._C._get_obj_in_tls",
+        "torch._inductor.ir",
+    ]
+
+
+def test_boundary_calls_name_manifest_targets():
+    named = []
+    for path in python_modules(ROOT / "python" / "torch_vdev"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "torch_internals"
+                and node.func.attr in BOUNDARY_CALLS
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                named.append(node.args[0].value)
+    assert named  # the modules do go through the boundary
+    assert set(named) <= set(torch_internals.MANIFEST), set(named) - set(torch_internals.MANIFEST)
