@@ -2,7 +2,7 @@
 
 Steps, in order: load the native extension (which registers the kernels, device guard, allocator
 and hooks), rename PrivateUse1 to ``vdev``, install ``torch.vdev``, generate the
-``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, refuse vdev tensors sent to other processes,
+``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, share vdev tensors sent to other processes,
 register the vccl collectives backend, prepare torch.compile's registrations (made when Dynamo and
 Inductor are first used) and register the exit handler. Every step
 either succeeds or raises; none of them can fail silently.

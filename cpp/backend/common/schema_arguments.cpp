@@ -18,9 +18,9 @@ ArgumentType argument_type(const c10::TypePtr& type) {
     return a;
   }
   a.list = true;
-  a.element = without_optional(outer->expectRef<c10::ListType>().getElementType(),
-                               a.optional_elements)
-                  ->kind();
+  a.element =
+      without_optional(outer->expectRef<c10::ListType>().getElementType(), a.optional_elements)
+          ->kind();
   return a;
 }
 

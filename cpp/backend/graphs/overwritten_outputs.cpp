@@ -6,7 +6,7 @@
 // converts the Python storage, no libtorch_python header).
 //
 // The storage keeps its memory (it frees nothing): the storages vdev marks are non-owning views of
-// a graph's memory, one per replay (python/torch_vdev/compile/graph_policy.py). Thread rules: the
+// a graph's memory, one per replay (python/torch_vdev/compile/graph_trees.py). Thread rules: the
 // flags are plain members of the StorageImpl, so no other thread may be reading this storage's data
 // pointer at the time (the caller marks storages of an earlier replay, on the thread that replays).
 #include <c10/core/Storage.h>

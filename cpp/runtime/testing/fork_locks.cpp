@@ -4,10 +4,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <future>
 #include <mutex>
 #include <stdexcept>
-#include <cstdint>
 #include <string>
 #include <thread>
 
@@ -52,8 +52,8 @@ std::size_t fork_lock_count() noexcept { return registered_fork_lock_count(); }
 
 void hold_fork_lock(std::size_t i, int ms) {
   if (i >= fork_lock_count()) {
-    throw std::out_of_range("[hold_fork_lock] lock " + std::to_string(i) + " out of range: " +
-                            std::to_string(fork_lock_count()) + " registered");
+    throw std::out_of_range("[hold_fork_lock] lock " + std::to_string(i) +
+                            " out of range: " + std::to_string(fork_lock_count()) + " registered");
   }
   std::mutex* mu = registered_fork_lock(i);
   if (mu == nullptr) return;
