@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import run_python
+from torch_vdev import _testing as rt
 
 MiB = 1 << 20
 
@@ -99,13 +100,27 @@ def test_kernels_and_copies_reach_the_bytes_the_host_cannot():
     y = (x * 2).cpu()
     assert y.tolist() == [2.0 * i for i in range(10)]
     addr = x.data_ptr()
-    assert torch_vdev_testing().pointer_device(addr) == 0
+    assert rt.pointer_device(addr) == 0
 
 
-def torch_vdev_testing():
-    import torch_vdev
-
-    return torch_vdev._testing
+def test_device_memory_capacity_is_enforced_and_device_keeps_working():
+    r = run_python(
+        """
+        import torch
+        keep = torch.full((1000,), 3.0, device="vdev")
+        try:
+            torch.empty(2**20, device="vdev")  # 4 MiB > 1 MiB capacity
+        except torch.OutOfMemoryError as e:
+            print("OOM", e)
+        print(keep.sum().item(), torch.empty(1000, device="vdev").device)
+        """,
+        env={"VDEV_DEVICE_MEMORY": "1MiB"},
+    )
+    assert r.returncode == 0, r.stderr
+    oom, after = r.stdout.strip().splitlines()
+    assert "out of memory. Tried to allocate 4.00 MiB" in oom
+    assert "total capacity of 1.00 MiB" in oom
+    assert after == "3000.0 vdev:0"
 
 
 def test_out_of_memory_is_raised_like_cuda_and_the_device_keeps_working():
@@ -248,6 +263,20 @@ def test_statistics_have_cuda_keys_and_follow_allocations():
     s = stats()
     assert s["allocated_bytes.all.allocated"] == 0 and s["allocated_bytes.all.freed"] == 0
     assert s["num_alloc_retries"] == 0
+
+
+def test_allocator_statistics_track_live_tensors():
+    torch.vdev.synchronize()
+    before = torch.accelerator.memory_allocated(1)
+    x = torch.empty(1000, device="vdev:1")  # 4000 bytes -> 4096 with 256-byte rounding
+    assert torch.accelerator.memory_allocated(1) - before == 4096
+    assert rt.runtime_allocated_bytes(1) >= 4096
+    free, total = torch.accelerator.get_memory_info(1)
+    assert total == 4 << 30 and free <= total - 4096
+    stats = torch.accelerator.memory_stats(1)
+    assert stats["allocated_bytes.all.peak"] >= stats["allocated_bytes.all.current"]
+    del x
+    assert torch.accelerator.memory_allocated(1) == before
 
 
 def release_leftovers():
