@@ -343,9 +343,7 @@ def test_empty_cache_returns_memory_to_the_system():
 
 
 def test_empty_cache_waits_for_queued_work_that_uses_a_cached_block():
-    import threading
-
-    from asyncutil import gated
+    from asyncutil import gated, wait_until_blocked
 
     # 10 MiB: a segment of exactly its size, never split, so empty_cache really releases it.
     n = (10 * MiB) // 4
@@ -357,14 +355,20 @@ def test_empty_cache_waits_for_queued_work_that_uses_a_cached_block():
     s = torch.vdev.current_stream()
     with gated(s) as gate:
         torch.mul(x, 2, out=y)  # queued: reads x
+        read = torch.vdev.Event()
+        read.record(s)
         del x  # x's block is cached while the queued work still reads it
+        wait_until_blocked(gate)
         before = torch.vdev.memory_stats()
-        opener = threading.Timer(0.05, gate.open)
-        opener.start()
-        torch.vdev.empty_cache()  # must not return x's segment before the work ran
-        assert gate.is_open(), "empty_cache returned while work using the block was queued"
-        opener.join()
+        assert not read.query()
+    # The gate is open, the mul may not have run yet: empty_cache must not give x's segment back
+    # before it has, so it returns only once it has.
+    torch.vdev.empty_cache()
+    assert read.query()
     after = torch.vdev.memory_stats()
+    # The allocator's own count of its waits for every stream of the device (CUDA's
+    # num_sync_all_streams): one, for this release.
+    assert after["num_sync_all_streams"] == before["num_sync_all_streams"] + 1
     assert after["num_device_free"] > before["num_device_free"]  # the segment was released
     assert before["reserved_bytes.all.current"] - after["reserved_bytes.all.current"] >= 10 * MiB
     assert torch.equal(y.cpu(), src * 2)  # released pages read as zeros
