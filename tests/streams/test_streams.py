@@ -2,7 +2,6 @@
 
 import gc
 import threading
-import time
 
 import pytest
 import torch
@@ -409,12 +408,26 @@ def test_resizing_waits_for_queued_work_on_every_stream_of_the_device():
     other = torch.vdev.Stream()
     x = torch.zeros(1000, device="vdev")
     src = torch.arange(1000.0).pin_memory()
+    # The copy comes after x's zero fill (queued on the current stream), as CUDA code must order
+    # it: unordered, the fill could run last (the 50 ms this test used to sleep hid that).
+    other.wait_stream(torch.vdev.current_stream())
     with gated(other) as gate:
         with torch.vdev.stream(other):
             x.copy_(src, non_blocking=True)  # queued on `other`, holding x's storage
+        copied = torch.vdev.Event()
+        copied.record(other)
         wait_until_blocked(gate)
-        opener = threading.Thread(target=lambda: (time.sleep(0.05), gate.open()))
-        opener.start()
-        x.resize_(5000)  # replaces the block: must wait for `other`, or the copy is lost
-        opener.join()
+        assert not copied.query()
+    # The gate is open, the copy may not have run yet: resize_ replaces the block, so it returns
+    # only once the copy has run, or the copy is lost.
+    x.resize_(5000)
+    assert copied.query()
     assert x[:1000].cpu().tolist() == list(range(1000))
+    # It waits for every stream of the device, not only the current one: a failure queued on
+    # `other` is its to raise, before it replaces anything. (y's sizes are set before its storage
+    # grows, as on CPU: y is not used again.)
+    y = torch.zeros(1000, device="vdev")
+    storage = y.untyped_storage()
+    ptr, nbytes = storage.data_ptr(), storage.nbytes()
+    assert_raises_failure_queued_on(other, lambda: y.resize_(5000))
+    assert (storage.data_ptr(), storage.nbytes()) == (ptr, nbytes)
