@@ -1,9 +1,11 @@
 """Deterministic helpers for asynchronous tests: gates hold a stream's worker until opened."""
 
 import contextlib
+import re
 import threading
 import time
 
+import pytest
 import torch
 
 from torch_vdev import _testing as rt
@@ -65,3 +67,47 @@ def run_bounded(fn, timeout: float = 60.0) -> bool:
     if errors:
         raise errors[0]
     return finished
+
+
+def on_stream(stream: torch.Stream, fn):
+    """fn, to be called on `stream` from any thread (the current stream is per thread)."""
+
+    def call():
+        with torch.vdev.stream(stream):
+            return fn()
+
+    return call
+
+
+def assert_refused_before_waiting(call, operation: str = "") -> None:
+    """Asserts that `call` makes the host wait and decides so at the call, before it runs or waits
+    for anything: in "error" sync-debug mode it is refused, naming `operation`. Meant for calls made
+    while work is held behind a closed gate: a call that is queued instead returns (this fails); one
+    that waits first would stay behind the gate (run_bounded turns that into a failure)."""
+    previous = torch.vdev.get_sync_debug_mode()
+    torch.vdev.set_sync_debug_mode("error")
+    try:
+        pattern = "called a synchronizing vdev operation: " + re.escape(operation)
+        with pytest.raises(RuntimeError, match=pattern):
+            run_bounded(call)
+    finally:
+        torch.vdev.set_sync_debug_mode(previous)
+
+
+def assert_raises_failure_queued_on(stream: torch.Stream, call) -> None:
+    """Asserts that `call` synchronizes `stream`: a task that failed there before the call, its
+    error not yet reported, makes the call raise that error. A call that waits for no stream, or
+    for another one, returns instead. (Queuing work on `stream` raises it too: pair this with
+    assert_refused_before_waiting.)"""
+    message = f"failed on vdev:{stream.device_index} stream {stream.stream_id} before the call"
+    rt.enqueue_failure(*sid(stream), message)
+    wait_until_idle(stream)  # it has failed; nothing has reported it yet
+    try:
+        with pytest.raises(RuntimeError, match=re.escape(message)):
+            call()
+    finally:
+        try:
+            stream.synchronize()  # where the call did not raise it, no later test meets it
+        except RuntimeError as e:
+            if message not in str(e):
+                raise

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from conftest import run_python
+from torch_vdev import _testing as rt
 
 MiB = 1 << 20
 
@@ -99,13 +100,27 @@ def test_kernels_and_copies_reach_the_bytes_the_host_cannot():
     y = (x * 2).cpu()
     assert y.tolist() == [2.0 * i for i in range(10)]
     addr = x.data_ptr()
-    assert torch_vdev_testing().pointer_device(addr) == 0
+    assert rt.pointer_device(addr) == 0
 
 
-def torch_vdev_testing():
-    import torch_vdev
-
-    return torch_vdev._testing
+def test_device_memory_capacity_is_enforced_and_device_keeps_working():
+    r = run_python(
+        """
+        import torch
+        keep = torch.full((1000,), 3.0, device="vdev")
+        try:
+            torch.empty(2**20, device="vdev")  # 4 MiB > 1 MiB capacity
+        except torch.OutOfMemoryError as e:
+            print("OOM", e)
+        print(keep.sum().item(), torch.empty(1000, device="vdev").device)
+        """,
+        env={"VDEV_DEVICE_MEMORY": "1MiB"},
+    )
+    assert r.returncode == 0, r.stderr
+    oom, after = r.stdout.strip().splitlines()
+    assert "out of memory. Tried to allocate 4.00 MiB" in oom
+    assert "total capacity of 1.00 MiB" in oom
+    assert after == "3000.0 vdev:0"
 
 
 def test_out_of_memory_is_raised_like_cuda_and_the_device_keeps_working():
@@ -250,6 +265,20 @@ def test_statistics_have_cuda_keys_and_follow_allocations():
     assert s["num_alloc_retries"] == 0
 
 
+def test_allocator_statistics_track_live_tensors():
+    torch.vdev.synchronize()
+    before = torch.accelerator.memory_allocated(1)
+    x = torch.empty(1000, device="vdev:1")  # 4000 bytes -> 4096 with 256-byte rounding
+    assert torch.accelerator.memory_allocated(1) - before == 4096
+    assert rt.runtime_allocated_bytes(1) >= 4096
+    free, total = torch.accelerator.get_memory_info(1)
+    assert total == 4 << 30 and free <= total - 4096
+    stats = torch.accelerator.memory_stats(1)
+    assert stats["allocated_bytes.all.peak"] >= stats["allocated_bytes.all.current"]
+    del x
+    assert torch.accelerator.memory_allocated(1) == before
+
+
 def release_leftovers():
     """Frees device tensors that earlier tests left reachable: the traceback of the last failed
     (or expected-to-fail) test keeps its frames, and their tensors, alive."""
@@ -277,27 +306,44 @@ def test_blocks_are_split_and_merged_within_a_segment():
     assert stats()["reserved_bytes.all.current"] == 0
 
 
-def rss_bytes():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def device_memory_bytes(device: int) -> int:
+    """Bytes of vdev:`device`'s memory that the system holds: the allocated size of the memfd
+    behind its arena (runtime/arena.h; a released range is punched out of it). Unlike the
+    process's RSS it counts nothing else the process allocates, and it is in bytes whatever the
+    page size or huge-page setting."""
+    name = f"/memfd:vdev:{device} (deleted)"
+    files = {}  # by inode: the memfd may be open under several descriptors
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == name:
+                st = os.stat(f"/proc/self/fd/{fd}")
+                files[st.st_ino] = st.st_blocks * 512
+        except OSError:  # closed meanwhile (the descriptor listdir itself used, for one)
+            continue
+    if not files:
+        pytest.skip(f"vdev:{device}'s memory is not a memfd here (memfd_create refused)")
+    return sum(files.values())
 
 
 def test_empty_cache_returns_memory_to_the_system():
     release_leftovers()
+    torch.vdev.synchronize()
+    torch.vdev.empty_cache()
+    torch.ones(1, device="vdev")  # the device's memory exists (its first allocation creates it)
+    baseline = device_memory_bytes(0)  # what earlier tests still hold
     x = torch.ones(64 * MiB, dtype=torch.uint8, device="vdev")  # touches every page
     torch.vdev.synchronize()
     del x
     assert torch.vdev.memory_reserved() >= 64 * MiB
-    before = rss_bytes()
+    cached = device_memory_bytes(0)
+    assert cached - baseline >= 64 * MiB  # x's pages are held while its segment is cached
     torch.vdev.empty_cache()
     assert torch.vdev.memory_reserved() == 0
-    assert before - rss_bytes() >= 60 * MiB
+    assert device_memory_bytes(0) <= baseline  # ... and all of them went back to the system
 
 
 def test_empty_cache_waits_for_queued_work_that_uses_a_cached_block():
-    import threading
-
-    from asyncutil import gated
+    from asyncutil import gated, wait_until_blocked
 
     # 10 MiB: a segment of exactly its size, never split, so empty_cache really releases it.
     n = (10 * MiB) // 4
@@ -309,14 +355,20 @@ def test_empty_cache_waits_for_queued_work_that_uses_a_cached_block():
     s = torch.vdev.current_stream()
     with gated(s) as gate:
         torch.mul(x, 2, out=y)  # queued: reads x
+        read = torch.vdev.Event()
+        read.record(s)
         del x  # x's block is cached while the queued work still reads it
+        wait_until_blocked(gate)
         before = torch.vdev.memory_stats()
-        opener = threading.Timer(0.05, gate.open)
-        opener.start()
-        torch.vdev.empty_cache()  # must not return x's segment before the work ran
-        assert gate.is_open(), "empty_cache returned while work using the block was queued"
-        opener.join()
+        assert not read.query()
+    # The gate is open, the mul may not have run yet: empty_cache must not give x's segment back
+    # before it has, so it returns only once it has.
+    torch.vdev.empty_cache()
+    assert read.query()
     after = torch.vdev.memory_stats()
+    # The allocator's own count of its waits for every stream of the device (CUDA's
+    # num_sync_all_streams): one, for this release.
+    assert after["num_sync_all_streams"] == before["num_sync_all_streams"] + 1
     assert after["num_device_free"] > before["num_device_free"]  # the segment was released
     assert before["reserved_bytes.all.current"] - after["reserved_bytes.all.current"] >= 10 * MiB
     assert torch.equal(y.cpu(), src * 2)  # released pages read as zeros

@@ -5,7 +5,13 @@ import threading
 
 import pytest
 import torch
-from asyncutil import gated, wait_until_blocked
+from asyncutil import (
+    assert_raises_failure_queued_on,
+    assert_refused_before_waiting,
+    gated,
+    on_stream,
+    wait_until_blocked,
+)
 
 import torch_vdev
 from conftest import run_python
@@ -42,18 +48,28 @@ def test_outputs_are_allocated_on_the_operands_device_not_the_current_one():
 
 
 def test_data_dependent_operators_synchronize():
-    x = torch.tensor([0.0, 3.0, 0.0, 5.0], device="vdev")
-    s = torch.vdev.current_stream()
-    with gated(s) as gate:
-        x.sub_(3)  # queued: [-3, 0, -3, 2] changes which entries are nonzero
-        wait_until_blocked(gate)
-        opener = threading.Timer(0.05, gate.open)
-        opener.start()
-        nz = x.nonzero()  # shape depends on the data: waits for the queued sub_
-        assert gate.is_open(), "nonzero returned before the queued sub_ could run"
-        opener.join()
-    assert nz.cpu().flatten().tolist() == [0, 2, 3]  # stale data would give [1, 3]
-    assert x[x > 0].cpu().tolist() == [2.0]
+    s = torch.vdev.Stream()  # their stream: the current one, not the default stream
+    with torch.vdev.stream(s):
+        x = torch.tensor([0.0, 3.0, 0.0, 5.0], device="vdev")
+        with gated(s) as gate:
+            x.sub_(3)  # queued: [-3, 0, -3, 2] changes which entries are nonzero
+            mask = x > 0  # queued too
+            done = torch.vdev.Event()
+            done.record(s)
+            wait_until_blocked(gate)
+            # They make the host wait, decided at the call (a queued nonzero fails this).
+            assert_refused_before_waiting(on_stream(s, lambda: x.nonzero()), "aten::nonzero")
+            assert_refused_before_waiting(on_stream(s, lambda: x[mask]), "aten::nonzero")
+            assert not done.query()  # the sub_ is still queued
+        # The gate is open, the sub_ may not have run yet: nonzero returns once it has.
+        nz = x.nonzero()
+        assert done.query()
+        assert nz.cpu().flatten().tolist() == [0, 2, 3]  # stale data would give [1, 3]
+        assert x[mask].cpu().tolist() == [2.0]
+        # They wait for their stream: a failure queued there before them is theirs to raise.
+        assert_raises_failure_queued_on(s, lambda: x.nonzero())
+        assert_raises_failure_queued_on(s, lambda: x[mask])
+    assert x.nonzero().cpu().flatten().tolist() == [0, 2, 3]  # nothing was lost
 
 
 def test_a_failing_kernel_surfaces_at_the_next_synchronize_naming_the_operator():

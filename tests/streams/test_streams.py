@@ -2,11 +2,19 @@
 
 import gc
 import threading
-import time
 
 import pytest
 import torch
-from asyncutil import gated, log_on, sid, wait_until_blocked, wait_until_idle
+from asyncutil import (
+    assert_raises_failure_queued_on,
+    assert_refused_before_waiting,
+    gated,
+    log_on,
+    on_stream,
+    sid,
+    wait_until_blocked,
+    wait_until_idle,
+)
 
 from torch_vdev import _testing as rt
 
@@ -316,22 +324,29 @@ def test_synchronous_operators_wait_for_work_queued_on_their_stream(name):
         "idx": torch.tensor([[1, 2], [3, 99]]),
     }
     expected = op(src, aux_cpu)  # before the copy x is all zeros: a stale read gives another value
-    aux = {k: v.to("vdev") for k, v in aux_cpu.items()}
-    x = torch.zeros(1000, device="vdev")
-    pinned = src.pin_memory()
-    s = torch.vdev.current_stream()
-    s.synchronize()
-    with gated(s) as gate:
-        x.copy_(pinned, non_blocking=True)  # queued behind the gate
-        wait_until_blocked(gate)
-        opener = threading.Timer(0.05, gate.open)
-        opener.start()
+    s = torch.vdev.Stream()  # their stream: the current one, not the default stream
+    with torch.vdev.stream(s):
+        aux = {k: v.to("vdev") for k, v in aux_cpu.items()}
+        x = torch.zeros(1000, device="vdev")
+        pinned = src.pin_memory()
+        s.synchronize()
+        with gated(s) as gate:
+            x.copy_(pinned, non_blocking=True)  # queued behind the gate
+            copied = torch.vdev.Event()
+            copied.record(s)
+            wait_until_blocked(gate)
+            # The operator makes the host wait, decided at the call. Also fails if it became
+            # queued: this test must keep covering the synchronous path (move such an operator
+            # elsewhere).
+            assert_refused_before_waiting(on_stream(s, lambda: op(x, aux)))
+            assert not copied.query()  # the copy is still queued
+        # The gate is open, the copy may not have run yet: the operator returns once it has.
         got = op(x, aux)
-        # Also fails if the operator became queued: this test must keep covering the synchronous
-        # path (move such an operator elsewhere).
-        assert gate.is_open(), f"{name} returned before the queued copy ran"
-        opener.join()
-    torch.testing.assert_close(got.cpu(), expected)
+        assert copied.query()
+        torch.testing.assert_close(got.cpu(), expected)
+        # It waits for its stream: a failure queued there before it is its to raise.
+        assert_raises_failure_queued_on(s, lambda: op(x, aux))
+    torch.testing.assert_close(op(x, aux).cpu(), expected)  # nothing was lost
 
 
 def test_a_freed_block_is_reused_at_once_on_its_stream_in_stream_order():
@@ -393,12 +408,26 @@ def test_resizing_waits_for_queued_work_on_every_stream_of_the_device():
     other = torch.vdev.Stream()
     x = torch.zeros(1000, device="vdev")
     src = torch.arange(1000.0).pin_memory()
+    # The copy comes after x's zero fill (queued on the current stream), as CUDA code must order
+    # it: unordered, the fill could run last (the 50 ms this test used to sleep hid that).
+    other.wait_stream(torch.vdev.current_stream())
     with gated(other) as gate:
         with torch.vdev.stream(other):
             x.copy_(src, non_blocking=True)  # queued on `other`, holding x's storage
+        copied = torch.vdev.Event()
+        copied.record(other)
         wait_until_blocked(gate)
-        opener = threading.Thread(target=lambda: (time.sleep(0.05), gate.open()))
-        opener.start()
-        x.resize_(5000)  # replaces the block: must wait for `other`, or the copy is lost
-        opener.join()
+        assert not copied.query()
+    # The gate is open, the copy may not have run yet: resize_ replaces the block, so it returns
+    # only once the copy has run, or the copy is lost.
+    x.resize_(5000)
+    assert copied.query()
     assert x[:1000].cpu().tolist() == list(range(1000))
+    # It waits for every stream of the device, not only the current one: a failure queued on
+    # `other` is its to raise, before it replaces anything. (y's sizes are set before its storage
+    # grows, as on CPU: y is not used again.)
+    y = torch.zeros(1000, device="vdev")
+    storage = y.untyped_storage()
+    ptr, nbytes = storage.data_ptr(), storage.nbytes()
+    assert_raises_failure_queued_on(other, lambda: y.resize_(5000))
+    assert (storage.data_ptr(), storage.nbytes()) == (ptr, nbytes)
