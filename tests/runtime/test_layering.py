@@ -3,10 +3,11 @@ the layer rules (cpp/backend/README.md, CMakeLists.txt and docs/architecture.md 
 
 runtime (no torch, no Python) <- backend <- bindings <- Python; inside cpp/backend, each concern
 folder includes only the folders in its row of BACKEND_DEPENDS_ON; no cycle among the modules of
-cpp/backend or cpp/runtime (a module is a .h with its .cpp: an edge from either file counts); ops/
-holds only kernels; and nothing in production code reaches the test-only libraries
-(cpp/*/testing, torch_vdev._testing)."""
+cpp/backend or cpp/runtime (a module is a .h with its .cpp: an edge from either file counts), nor
+among the modules of python/torch_vdev; ops/ holds only kernels; and nothing in production code
+reaches the test-only libraries (cpp/*/testing, torch_vdev._testing)."""
 
+import ast
 import re
 from pathlib import Path
 
@@ -180,8 +181,6 @@ def test_production_code_does_not_reach_test_only_code():
 
 # Python: torch_vdev's modules import one another without a circle. (This import stays with the
 # tests that use it, after the C++ ones.)
-import ast  # noqa: E402
-
 PYTHON = ROOT / "python"
 
 
@@ -244,25 +243,6 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path], deferred: 
 def python_import_graph(deferred: bool) -> dict[str, set[str]]:
     modules = python_modules()
     return {n: imported_modules(n, p, modules, deferred) for n, p in modules.items()}
-
-
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-
-    def visit(node: str, path: list[str]) -> list[str] | None:
-        state[node] = 1
-        for nxt in sorted(graph.get(node, ())):
-            if state.get(nxt) == 1:
-                return [*path, node, nxt]
-            if nxt not in state and (cycle := visit(nxt, [*path, node])):
-                return cycle
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (cycle := visit(node, [])):
-            return cycle
-    return None
 
 
 def test_python_package_has_no_import_cycle():
