@@ -424,10 +424,13 @@ def test_resizing_waits_for_queued_work_on_every_stream_of_the_device():
     assert copied.query()
     assert x[:1000].cpu().tolist() == list(range(1000))
     # It waits for every stream of the device, not only the current one: a failure queued on
-    # `other` is its to raise, before it replaces anything. (y's sizes are set before its storage
-    # grows, as on CPU: y is not used again.)
-    y = torch.zeros(1000, device="vdev")
+    # `other` is its to raise, before it changes anything: y keeps its sizes and its storage.
+    y = torch.arange(1000.0, device="vdev")
     storage = y.untyped_storage()
     ptr, nbytes = storage.data_ptr(), storage.nbytes()
     assert_raises_failure_queued_on(other, lambda: y.resize_(5000))
     assert (storage.data_ptr(), storage.nbytes()) == (ptr, nbytes)
+    assert y.shape == (1000,)
+    assert y.cpu().tolist() == list(range(1000))
+    y.resize_(5000)  # and a later resize_ grows it
+    assert y.untyped_storage().nbytes() == 5000 * 4 and y[:1000].cpu().tolist() == list(range(1000))

@@ -47,17 +47,21 @@ void resize_tensor_impl(c10::TensorImpl* self, c10::IntArrayRef size,
   if (self->sizes() == size && (!stride || self->strides() == *stride)) return;
   const std::size_t itemsize = self->dtype().itemsize();
   const std::size_t offset = static_cast<std::size_t>(self->storage_offset());
-  std::size_t nbytes = 0;
-  if (stride) {
-    self->set_sizes_and_strides(size, *stride);
-    nbytes = at::detail::computeStorageNbytes(size, *stride, itemsize, offset);
-  } else {
-    self->set_sizes_contiguous(size);
-    nbytes = at::detail::computeStorageNbytesContiguous(size, itemsize, offset);
-  }
+  const std::size_t nbytes =
+      stride ? at::detail::computeStorageNbytes(size, *stride, itemsize, offset)
+             : at::detail::computeStorageNbytesContiguous(size, itemsize, offset);
+  // The storage grows first: growing waits for the device (and can raise a queued task's error, a
+  // sync debug refusal or an out-of-memory error), and a failure must leave the tensor as it was.
+  // (CPU and CUDA set the sizes first; their grow fails only when out of memory, and then leaves
+  // the tensor with sizes its storage does not hold.)
   const c10::Storage& storage = self->unsafe_storage();
   if (nbytes > storage.nbytes()) {
     resize_storage_bytes(storage.unsafeGetStorageImpl(), nbytes);
+  }
+  if (stride) {
+    self->set_sizes_and_strides(size, *stride);
+  } else {
+    self->set_sizes_contiguous(size);
   }
 }
 
