@@ -12,6 +12,7 @@
 #include "runtime/capture.h"
 #include "runtime/errors.h"
 #include "runtime/process.h"
+#include "runtime/task_trace.h"
 
 namespace vdev::rt {
 
@@ -81,7 +82,9 @@ void Event::record(Stream& stream) {
     mark->capture = std::move(c);
   } else {
     Stream* s = &stream;
-    stream.enqueue("record_event", [mark, s] { mark->complete(s->peek_error()); });
+    stream.enqueue(
+        "record_event", [mark, s] { mark->complete(s->peek_error()); },
+        TaskTag{TaskKind::kEventRecord});
   }
   std::lock_guard<std::mutex> lock(mu_);
   latest_ = std::move(mark);
@@ -110,7 +113,9 @@ void Event::synchronize() const {
   auto m = latest();
   if (m == nullptr) return;
   if (captured_mark_is_inert(*m, "Event.synchronize")) return;
+  const std::int64_t start = task_tracing() ? trace_clock_ns() : 0;
   const bool done = m->wait();
+  if (start != 0) report_host_call("vdevEventSynchronize", -1, -1, start);
   park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
   if (!done) fail<std::runtime_error>("synchronize_event", "the vdev runtime is shutting down");
   if (m->error) {
@@ -153,13 +158,16 @@ void Event::block(Stream& stream) const {
                              "the capture (a dependency may not cross the capture's boundary; "
                              "make the stream wait before capture_begin)"));
   }
-  stream.enqueue("wait_event", [m] {
-    if (!m->wait()) return;  // exiting
-    if (m->error) {
-      throw_error(m->error->first,
-                  "waited on an event recorded after a failed operation: " + m->error->second);
-    }
-  });
+  stream.enqueue(
+      "wait_event",
+      [m] {
+        if (!m->wait()) return;  // exiting
+        if (m->error) {
+          throw_error(m->error->first,
+                      "waited on an event recorded after a failed operation: " + m->error->second);
+        }
+      },
+      TaskTag{TaskKind::kEventWait});
 }
 
 double Event::elapsed_ms(const Event& end) const {

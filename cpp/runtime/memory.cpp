@@ -251,19 +251,25 @@ void memcpy_async(Stream& stream, void* dst, const void* src, std::size_t n, Cop
   const char* name = kind == CopyKind::HostToDevice   ? "copy_host_to_device"
                      : kind == CopyKind::DeviceToHost ? "copy_device_to_host"
                                                       : "copy_device_to_device";
-  stream.enqueue(name, [dst, src, n, kind, keep = std::move(keep_alive)] {
-    switch (kind) {
-      case CopyKind::HostToDevice:
-        memcpy_host_to_device(dst, src, n);
-        break;
-      case CopyKind::DeviceToHost:
-        memcpy_device_to_host(dst, src, n);
-        break;
-      case CopyKind::DeviceToDevice:
-        memcpy_device_to_device(dst, src, n);
-        break;
-    }
-  });
+  const TaskKind traced = kind == CopyKind::HostToDevice   ? TaskKind::kMemcpyHtoD
+                          : kind == CopyKind::DeviceToHost ? TaskKind::kMemcpyDtoH
+                                                           : TaskKind::kMemcpyDtoD;
+  stream.enqueue(
+      name,
+      [dst, src, n, kind, keep = std::move(keep_alive)] {
+        switch (kind) {
+          case CopyKind::HostToDevice:
+            memcpy_host_to_device(dst, src, n);
+            break;
+          case CopyKind::DeviceToHost:
+            memcpy_device_to_host(dst, src, n);
+            break;
+          case CopyKind::DeviceToDevice:
+            memcpy_device_to_device(dst, src, n);
+            break;
+        }
+      },
+      TaskTag{traced, n});
 }
 
 void memcpy_host_to_device(void* dst, const void* src, std::size_t n) {

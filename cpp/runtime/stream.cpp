@@ -11,6 +11,7 @@
 #include "runtime/errors.h"
 #include "runtime/fault_injection.h"
 #include "runtime/process.h"
+#include "runtime/task_trace.h"
 
 namespace vdev::rt {
 namespace {
@@ -95,12 +96,14 @@ void Stream::throw_pending_error_locked(std::unique_lock<std::mutex>& lock) {
   throw_error(kind, message);
 }
 
-void Stream::enqueue(const char* name, TaskFn fn) {
+void Stream::enqueue(const char* name, TaskFn fn, TaskTag tag) {
   check_not_forked("enqueue");
   if (stopping()) {
     park_if_stray_at_exit();
     fail<std::runtime_error>("enqueue", "the vdev runtime is shutting down");
   }
+  // The one load when nothing observes tasks (runtime/task_trace.h).
+  const std::int64_t launch = __builtin_expect(task_tracing(), false) ? trace_clock_ns() : 0;
   bool wake = false;
   {
     std::unique_lock<std::mutex> lock(mu_);
@@ -112,7 +115,15 @@ void Stream::enqueue(const char* name, TaskFn fn) {
     // The worker first: if its thread cannot be created, nothing is queued or counted (a counted
     // task without a worker would make every later synchronize wait forever).
     if (!worker_running_) start_worker_locked();
-    queue_.push_back(Item{name, std::move(fn), std::this_thread::get_id()});
+    Item& item = queue_.emplace_back(Item{name, std::move(fn), std::this_thread::get_id()});
+    if (launch != 0) {
+      item.tag = tag;
+      item.launch_id = next_launch_id();
+      item.launch_ns = launch;
+      item.correlation = launch_correlation();
+      item.host_thread = trace_thread_id();
+      item.launch_end_ns = trace_clock_ns();
+    }
     enqueued_.fetch_add(1);
     wake = worker_sleeping_;
   }
@@ -126,7 +137,9 @@ void Stream::synchronize() {
   check_not_forked("synchronize");
   check_not_capturing("synchronize");
   const std::uint64_t target = enqueued_.load();
+  const std::int64_t start = task_tracing() ? trace_clock_ns() : 0;
   wait_for(target);
+  if (start != 0) report_host_call("vdevStreamSynchronize", device_, id_, start);
   if (completed_.load() < target) {  // only at exit: the work was abandoned
     fail<std::runtime_error>("synchronize",
                              "the vdev runtime is shutting down: work queued on vdev:", device_,
@@ -250,7 +263,11 @@ void Stream::worker_loop() {
     for (Item& item : batch) {
       if (stopping()) break;  // queued work is abandoned at exit
       running_.store(item.name, std::memory_order_relaxed);
-      run(item);
+      if (item.launch_ns == 0) {
+        run(item);
+      } else {
+        run_traced(item);
+      }
       item.fn = nullptr;  // destroy the captures on this thread, before signalling
       const std::uint64_t done = completed_.fetch_add(1) + 1;
       // seq_cst on completed_ and wake_at_ pairs with synchronize(): either the waiter sees the
@@ -275,6 +292,16 @@ void Stream::run(Item& item) noexcept {
   } catch (...) {
     keep_error(ErrorKind::kRuntime, item, "unknown error");
   }
+}
+
+void Stream::run_traced(Item& item) noexcept {
+  // Never before its launch (CLOCK_REALTIME may step back).
+  const std::int64_t start = std::max(trace_clock_ns(), item.launch_ns);
+  run(item);
+  const std::int64_t end = std::max(trace_clock_ns(), start);
+  detail::report_task(TaskRecord{item.name, device_, id_, item.tag, item.correlation,
+                                 item.launch_id, item.launch_ns, item.launch_end_ns, start, end,
+                                 item.host_thread});
 }
 
 void Stream::keep_error(ErrorKind kind, const Item& item, const char* what) noexcept {

@@ -55,6 +55,7 @@
 
 #include "runtime/errors.h"
 #include "runtime/export.h"
+#include "runtime/task_trace.h"
 
 namespace vdev::rt {
 
@@ -96,10 +97,11 @@ class VDEV_RT_API Stream {
   int priority() const { return priority_; }
 
   // Queues `fn`. `name` names the operation in error messages; it must outlive the task (a string
-  // literal, or a name interned for the process: the backend interns operator names). Throws the
+  // literal, or a name interned for the process: the backend interns operator names). `tag` says
+  // what the task is, for the task observers (runtime/task_trace.h). Throws the
   // stream's pending error instead of queueing, and std::runtime_error in a bad fork or at exit.
   // While the stream captures a graph, `fn` is handed to the recorder instead of queued.
-  void enqueue(const char* name, TaskFn fn);
+  void enqueue(const char* name, TaskFn fn, TaskTag tag = {});
   // True when every task enqueued so far has finished. Never throws.
   bool query() const noexcept;
   // Waits for the tasks enqueued before this call, then throws the pending error, if any. Fails
@@ -147,6 +149,12 @@ class VDEV_RT_API Stream {
     const char* name;
     TaskFn fn;
     std::thread::id origin;  // the thread that queued it: it always learns of its error
+    // For the task observers (runtime/task_trace.h); launch_ns == 0: not traced.
+    TaskTag tag;
+    std::uint32_t launch_id = 0;
+    std::int64_t launch_ns = 0, launch_end_ns = 0;
+    std::uint64_t correlation = 0;
+    std::uint64_t host_thread = 0;
   };
   struct TaskError {
     ErrorKind kind;
@@ -156,7 +164,8 @@ class VDEV_RT_API Stream {
   };
   void start_worker_locked();
   void worker_loop();
-  void run(Item& item) noexcept;  // runs one task, keeping its error
+  void run(Item& item) noexcept;         // runs one task, keeping its error
+  void run_traced(Item& item) noexcept;  // the same, reported to the task observer
   void throw_pending_error_locked(std::unique_lock<std::mutex>& lock);
   // The message raised for `errors` (not empty): the first, then the later ones, then a count.
   std::string errors_message_locked(const std::vector<const TaskError*>& errors,

@@ -14,6 +14,7 @@
 #include "runtime/device.h"
 #include "runtime/errors.h"
 #include "runtime/process.h"
+#include "runtime/task_trace.h"
 
 namespace vdev::rt {
 namespace {
@@ -142,6 +143,7 @@ void synchronize_device(int device) {
   check_device_index(device, "synchronize");
   check_capture_permits("synchronize");  // a device-wide wait is "unsafe" during capture
   DeviceStreams* ds = device_streams(device);
+  const std::int64_t start = task_tracing() ? trace_clock_ns() : 0;
   // Every failed stream is reported: the first one's error, of its kind, names the others.
   std::optional<ErrorKind> kind;
   std::string message;
@@ -162,6 +164,7 @@ void synchronize_device(int device) {
       }
     }
   });
+  if (start != 0) report_host_call("vdevDeviceSynchronize", device, -1, start);
   if (kind) throw_error(*kind, message);
 }
 

@@ -28,6 +28,8 @@ BACKEND_DEPENDS_ON = {
     "distributed": {"common", "memory"},
     "compile": {"common"},
     "graphs": {"common", "memory", "random"},
+    # torch.profiler's device activities: the runtime's task records as Kineto activities.
+    "profiler": set(),
     "testing": {
         "common",
         "memory",
@@ -40,6 +42,7 @@ BACKEND_DEPENDS_ON = {
         "distributed",
         "compile",
         "graphs",
+        "profiler",
     },
 }
 

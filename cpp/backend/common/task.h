@@ -46,20 +46,25 @@ VDEV_BACKEND_API int task_intra_op_threads();
 // default that threads started later take, and torch's shared thread pool.
 VDEV_BACKEND_API void use_intra_op_threads(int threads);
 
+// `tag` says what the task is for the task observers (runtime/task_trace.h: the profiler's device
+// activities); an operator is a kernel.
 template <typename F>
-void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn) {
+void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn, vdev::rt::TaskTag tag = {}) {
   const int threads = task_intra_op_threads();
-  VDEV_RT(stream.enqueue(name, [fn = std::forward<F>(fn), threads, name, device = stream.device(),
-                                id = stream.id()]() mutable {
-    use_intra_op_threads(threads);
-    at::AutoDispatchBelowADInplaceOrView below_autograd;
-    const CaptureWorkerWarnings warnings(name, device, id);  // re-raised on the host
-    try {
-      fn();
-    } catch (const c10::Error&) {
-      rethrow_as_runtime_error();  // the host raises the same Python type
-    }
-  }));
+  VDEV_RT(stream.enqueue(
+      name,
+      [fn = std::forward<F>(fn), threads, name, device = stream.device(),
+       id = stream.id()]() mutable {
+        use_intra_op_threads(threads);
+        at::AutoDispatchBelowADInplaceOrView below_autograd;
+        const CaptureWorkerWarnings warnings(name, device, id);  // re-raised on the host
+        try {
+          fn();
+        } catch (const c10::Error&) {
+          rethrow_as_runtime_error();  // the host raises the same Python type
+        }
+      },
+      tag));
 }
 
 }  // namespace vdev::backend

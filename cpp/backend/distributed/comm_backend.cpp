@@ -205,6 +205,19 @@ S rooted(S s, int64_t root) {
   return s;
 }
 
+// The bytes a collective moves, for the task observers (the profiler): its first tensor list.
+vdev::rt::TaskTag collective_tag(const std::vector<std::vector<AliasSpec>>& args) {
+  std::uint64_t bytes = 0;
+  if (!args.empty()) {
+    for (const AliasSpec& a : args.front()) {
+      std::uint64_t n = c10::elementSize(a.dtype);
+      for (int64_t d : a.sizes) n *= static_cast<std::uint64_t>(d);
+      bytes += n;
+    }
+  }
+  return vdev::rt::TaskTag{vdev::rt::TaskKind::kCollective, bytes};
+}
+
 std::vector<std::vector<AliasSpec>> alias_specs(const std::vector<std::vector<at::Tensor>>& lists) {
   std::vector<std::vector<AliasSpec>> specs(lists.size());
   for (std::size_t i = 0; i < lists.size(); ++i) {
@@ -488,33 +501,37 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
       if ((*p.print)[kReduceOp] != (*print)[kReduceOp]) (*print)[kReduceOp] = -2;
     }
   }
-  enqueue_task(comm, name,
-               [ops = std::move(ops), gloo = gloo_, outcome, print, name, failure = failure_]() {
-                 try {
-                   // Queued before an earlier collective failed: the group is broken, do not start
-                   // it.
-                   if (failure->failed.load()) throw_failed(*failure, name);
-                   if (print) check_ranks_agree(*gloo, *print, name);
-                   // Start every collective of the group before waiting for any (coalesced
-                   // send/recv pairs).
-                   std::vector<c10::intrusive_ptr<c10d::Work>> works;
-                   std::vector<TensorLists> lists;
-                   works.reserve(ops.size());
-                   lists.reserve(ops.size());
-                   for (const Pending& op : ops) {
-                     lists.push_back(make_aliases(op.args));
-                     works.push_back(op.launch(*gloo, lists.back()));
-                   }
-                   for (auto& work : works) work->wait();
-                   for (std::size_t i = 0; i < ops.size(); ++i) {
-                     if (ops[i].finish) ops[i].finish(lists[i]);
-                   }
-                   outcome->finish(nullptr);
-                 } catch (...) {
-                   fail(*outcome, *failure, std::current_exception());
-                   throw;
-                 }
-               });
+  vdev::rt::TaskTag tag{vdev::rt::TaskKind::kCollective};
+  for (const Pending& op : ops) tag.bytes += collective_tag(op.args).bytes;
+  enqueue_task(
+      comm, name,
+      [ops = std::move(ops), gloo = gloo_, outcome, print, name, failure = failure_]() {
+        try {
+          // Queued before an earlier collective failed: the group is broken, do not start
+          // it.
+          if (failure->failed.load()) throw_failed(*failure, name);
+          if (print) check_ranks_agree(*gloo, *print, name);
+          // Start every collective of the group before waiting for any (coalesced
+          // send/recv pairs).
+          std::vector<c10::intrusive_ptr<c10d::Work>> works;
+          std::vector<TensorLists> lists;
+          works.reserve(ops.size());
+          lists.reserve(ops.size());
+          for (const Pending& op : ops) {
+            lists.push_back(make_aliases(op.args));
+            works.push_back(op.launch(*gloo, lists.back()));
+          }
+          for (auto& work : works) work->wait();
+          for (std::size_t i = 0; i < ops.size(); ++i) {
+            if (ops[i].finish) ops[i].finish(lists[i]);
+          }
+          outcome->finish(nullptr);
+        } catch (...) {
+          fail(*outcome, *failure, std::current_exception());
+          throw;
+        }
+      },
+      tag);
   return work_after_locked(comm, type, std::move(outcome), std::move(outputs), host_waits);
 }
 
@@ -541,17 +558,20 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
   auto posted = std::make_shared<c10::intrusive_ptr<c10d::Work>>();
   // Ordered after what the caller queued so far, as NCCL's stream waits on the current stream.
   order_after(comm, current_runtime_stream(device_));
-  enqueue_task(comm, name,
-               [op = std::move(op), gloo = gloo_, outcome, posted, failure = failure_, name]() {
-                 try {
-                   if (failure->failed.load()) throw_failed(*failure, name);
-                   auto lists = make_aliases(op.args);
-                   *posted = op.launch(*gloo, lists);  // posts the send or receive; does not wait
-                 } catch (...) {
-                   fail(*outcome, *failure, std::current_exception());
-                   throw;
-                 }
-               });
+  const vdev::rt::TaskTag tag = collective_tag(op.args);
+  enqueue_task(
+      comm, name,
+      [op = std::move(op), gloo = gloo_, outcome, posted, failure = failure_, name]() {
+        try {
+          if (failure->failed.load()) throw_failed(*failure, name);
+          auto lists = make_aliases(op.args);
+          *posted = op.launch(*gloo, lists);  // posts the send or receive; does not wait
+        } catch (...) {
+          fail(*outcome, *failure, std::current_exception());
+          throw;
+        }
+      },
+      tag);
   order_after(p2p, comm);  // the p2p stream waits for the posting
   enqueue_task(p2p, name, [outcome, posted, failure = failure_]() {
     if (!*posted) return;  // posting failed: the comm stream and the Work report it

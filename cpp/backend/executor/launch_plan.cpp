@@ -2,6 +2,7 @@
 
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/record_function.h>
 #include <c10/util/accumulate.h>
 
 #include "backend/checks/stand_in_check.h"
@@ -57,6 +58,8 @@ std::optional<std::vector<MetaReturn>> run_meta(const c10::OperatorHandle& op,
   // for a CUDA one) warn through their own binding's handler, which this cannot reach. Other
   // warnings are kept (a TORCH_WARN_ONCE spent here would never reach the user otherwise).
   const SilenceNondeterminismAlerts alerted_at_the_call;
+  // vdev's own bookkeeping, not the program's operators: the profiler does not show it.
+  const at::DisableRecordFunctionGuard unprofiled;
   try {
     op.callBoxed(&meta_stack);
   } catch (const std::exception&) {

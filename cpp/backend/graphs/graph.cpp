@@ -161,8 +161,10 @@ class VdevGraph final : public at::GraphImplInterface {
                 " captures another graph is not supported on vdev (its draws could not change "
                 "per replay of the outer graph)");
     std::vector<ReplayDraw> draws = reserve_replay_draws(executable_->rng);
-    enqueue_task(stream, "graph_replay",
-                 [graph = executable_, draws = std::move(draws)] { graph->run(draws); });
+    enqueue_task(
+        stream, "graph_replay",
+        [graph = executable_, draws = std::move(draws)] { graph->run(draws); },
+        vdev::rt::TaskTag{vdev::rt::TaskKind::kGraphReplay});
   }
 
   void reset() noexcept override {

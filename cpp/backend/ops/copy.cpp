@@ -69,12 +69,26 @@ std::shared_ptr<void> keep_alive(std::initializer_list<at::Tensor> tensors,
   return std::make_shared<Keep>(Keep{std::move(refs), std::move(staging)});
 }
 
-// Queues dst.copy_(src) between CPU tensors (aliases of device bytes or host tensors) on `stream`.
+// Queues dst.copy_(src) between CPU tensors (aliases of device bytes or host tensors) on `stream`;
+// `kind` is its direction, for the task observers (the profiler's memcpy activities).
 void enqueue_cpu_copy(vdev::rt::Stream& stream, at::Tensor dst_cpu, at::Tensor src_cpu,
-                      std::shared_ptr<void> keep) {
-  enqueue_task(stream, "copy_", [dst_cpu, src_cpu, keep = std::move(keep)]() mutable {
-    dst_cpu.copy_(src_cpu);  // plain CPU tensors: enqueue_task runs it below autograd
-  });
+                      std::shared_ptr<void> keep, vdev::rt::TaskKind kind) {
+  const vdev::rt::TaskTag tag{kind, static_cast<std::uint64_t>(dst_cpu.nbytes())};
+  enqueue_task(
+      stream, "copy_",
+      [dst_cpu, src_cpu, keep = std::move(keep)]() mutable {
+        dst_cpu.copy_(src_cpu);  // plain CPU tensors: enqueue_task runs it below autograd
+      },
+      tag);
+}
+
+// A blocking copy runs on the calling thread once the stream is idle; in a profile it is the
+// stream's memcpy activity all the same (CUDA's cudaMemcpy shows on the device's timeline).
+void report_synchronous_copy(const vdev::rt::Stream& stream, vdev::rt::TaskKind kind,
+                             std::size_t nbytes, std::int64_t start) {
+  if (start == 0) return;
+  vdev::rt::report_host_run("copy_", stream.device(), stream.id(),
+                            vdev::rt::TaskTag{kind, static_cast<std::uint64_t>(nbytes)}, start);
 }
 
 // A queued copy from pageable memory reads a snapshot taken now: a graph would replay that
@@ -96,11 +110,13 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
     note_synchronizing_operation("copy_ from host to device, non_blocking=False",
                                  dst.device().index());
     wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
+    const std::int64_t start = vdev::rt::task_tracing() ? vdev::rt::trace_clock_ns() : 0;
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_host_to_device(dst.data_ptr(), src.data_ptr(), dst.nbytes());
     } else {
       cpu_alias(dst).copy_(src);
     }
+    report_synchronous_copy(stream, vdev::rt::TaskKind::kMemcpyHtoD, dst.nbytes(), start);
     return;
   }
   if (same_bytes_layout(src, dst)) {
@@ -117,11 +133,13 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
     return;
   }
   if (src_pinned) {
-    enqueue_cpu_copy(stream, cpu_alias(dst), host_view(src), keep_alive({dst, src}));
+    enqueue_cpu_copy(stream, cpu_alias(dst), host_view(src), keep_alive({dst, src}),
+                     vdev::rt::TaskKind::kMemcpyHtoD);
   } else {
     reject_pageable_capture(stream);
     at::Tensor snapshot = src.clone();  // pageable: the caller may reuse it at once
-    enqueue_cpu_copy(stream, cpu_alias(dst), snapshot, keep_alive({dst}, snapshot));
+    enqueue_cpu_copy(stream, cpu_alias(dst), snapshot, keep_alive({dst}, snapshot),
+                     vdev::rt::TaskKind::kMemcpyHtoD);
   }
 }
 
@@ -138,12 +156,14 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
                                      src.device().index());
     }
     wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
+    const std::int64_t start = vdev::rt::task_tracing() ? vdev::rt::trace_clock_ns() : 0;
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_device_to_host(dst.data_ptr(), src.data_ptr(), dst.nbytes());
     } else {
       at::Tensor d = dst;
       d.copy_(cpu_alias(src));
     }
+    report_synchronous_copy(stream, vdev::rt::TaskKind::kMemcpyDtoH, dst.nbytes(), start);
     return;
   }
   if (same_bytes_layout(src, dst)) {
@@ -151,7 +171,8 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
                                    CopyKind::DeviceToHost, keep_alive({src, dst})));
     return;
   }
-  enqueue_cpu_copy(stream, host_view(dst), cpu_alias(src), keep_alive({src, dst}));
+  enqueue_cpu_copy(stream, host_view(dst), cpu_alias(src), keep_alive({src, dst}),
+                   vdev::rt::TaskKind::kMemcpyDtoH);
 }
 
 void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
@@ -170,7 +191,8 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                                    CopyKind::DeviceToDevice));
   } else {
-    enqueue_cpu_copy(stream, cpu_alias(dst), cpu_alias(src), nullptr);
+    enqueue_cpu_copy(stream, cpu_alias(dst), cpu_alias(src), nullptr,
+                     vdev::rt::TaskKind::kMemcpyDtoD);
   }
   if (dst_stream != nullptr) order_after(*dst_stream, stream);
 }

@@ -94,15 +94,18 @@ at::Tensor& vdev_fill_(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
   check_fill_like_cpu(self, value);
   vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
-  enqueue_task(stream, "aten::fill_",
-               [spec = AliasSpec::of(self), value] { spec.make().fill_(value); });
+  enqueue_task(
+      stream, "aten::fill_", [spec = AliasSpec::of(self), value] { spec.make().fill_(value); },
+      vdev::rt::TaskTag{vdev::rt::TaskKind::kMemset, static_cast<std::uint64_t>(self.nbytes())});
   return self;
 }
 
 at::Tensor& vdev_zero_(at::Tensor& self) {
   if (self.numel() == 0) return self;
   vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
-  enqueue_task(stream, "aten::zero_", [spec = AliasSpec::of(self)] { spec.make().zero_(); });
+  enqueue_task(
+      stream, "aten::zero_", [spec = AliasSpec::of(self)] { spec.make().zero_(); },
+      vdev::rt::TaskTag{vdev::rt::TaskKind::kMemset, static_cast<std::uint64_t>(self.nbytes())});
   return self;
 }
 

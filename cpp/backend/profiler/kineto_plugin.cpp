@@ -1,0 +1,265 @@
+// vdev's Kineto activity profiler: what torch.profiler shows of the device.
+//
+// Registered with torch's PrivateUse1ProfilerRegistry (REGISTER_PRIVATEUSE1_PROFILER), which hands
+// it to Kineto when a profile with ProfilerActivity.PrivateUse1 is prepared. Kineto then calls, on
+// the profiler's thread: configure (a session, when device activities are asked for), start,
+// stop, processTrace, getDeviceInfo / getResourceInfos / getTraceBuffer, and destroys the
+// session. torch pushes the correlation id of every host operator on the thread that runs it
+// (push/popCorrelationId), which the device timeline keeps per thread so that each queued task
+// carries the id of the operator that queued it.
+//
+// Each task becomes two activities, linked as CUPTI links a launch and its kernel: a runtime
+// event on the host thread for the enqueue call (PRIVATEUSE1_RUNTIME: vdevLaunchKernel,
+// vdevMemcpyAsync, ...; a flow start) and the device activity on its device's track, one row per
+// stream (CONCURRENT_KERNEL, GPU_MEMCPY with bytes and bandwidth, GPU_MEMSET; the flow's end),
+// both linked to the launching operator, so torch attributes device time to it
+// (device_time_total) and the chrome trace draws the arrow. Kernel activities are named
+// "vdev_kernel<op>", not "op": key_averages groups by name and would count the kernel as the
+// operator. Host calls that wait for the device (synchronize) are runtime events. Event records
+// have only their runtime event; a stream's wait for an event is a device activity ("Stream wait
+// event") spanning the wait.
+//
+// Timestamps: CLOCK_REALTIME nanoseconds, Kineto's clock. Activities are copied into Kineto's
+// logger (handleGenericActivity), so nothing outlives the session.
+//
+// Thread rules: Kineto calls the session from one thread at a time, except push/popCorrelationId
+// (any host thread). Ownership: Kineto owns the profiler and its sessions.
+#include <libkineto.h>
+#include <output_base.h>
+#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/profiler/device_timeline.h"
+
+namespace vdev::backend {
+namespace {
+
+using libkineto::ActivityType;
+using vdev::rt::TaskKind;
+
+bool has_device_activity(TaskKind k) { return k != TaskKind::kEventRecord && k != TaskKind::kOther; }
+
+const char* launch_name(TaskKind k) {
+  switch (k) {
+    case TaskKind::kMemcpyHtoD:
+    case TaskKind::kMemcpyDtoH:
+    case TaskKind::kMemcpyDtoD:
+      return "vdevMemcpyAsync";
+    case TaskKind::kMemset:
+      return "vdevMemsetAsync";
+    case TaskKind::kCollective:
+      return "vdevLaunchCollective";
+    case TaskKind::kGraphReplay:
+      return "vdevGraphLaunch";
+    case TaskKind::kEventRecord:
+      return "vdevEventRecord";
+    case TaskKind::kEventWait:
+      return "vdevStreamWaitEvent";
+    case TaskKind::kKernel:
+    case TaskKind::kOther:
+      break;
+  }
+  return "vdevLaunchKernel";
+}
+
+ActivityType device_type(TaskKind k) {
+  switch (k) {
+    case TaskKind::kMemcpyHtoD:
+    case TaskKind::kMemcpyDtoH:
+    case TaskKind::kMemcpyDtoD:
+      return ActivityType::GPU_MEMCPY;
+    case TaskKind::kMemset:
+      return ActivityType::GPU_MEMSET;
+    default:
+      return ActivityType::CONCURRENT_KERNEL;
+  }
+}
+
+std::string device_name(const vdev::rt::TaskRecord& r) {
+  switch (r.tag.kind) {
+    case TaskKind::kMemcpyHtoD:
+      return "Memcpy HtoD (Host -> Device)";
+    case TaskKind::kMemcpyDtoH:
+      return "Memcpy DtoH (Device -> Host)";
+    case TaskKind::kMemcpyDtoD:
+      return "Memcpy DtoD (Device -> Device)";
+    case TaskKind::kMemset:
+      return "Memset (Device)";
+    case TaskKind::kEventWait:
+      return "Stream wait event";
+    case TaskKind::kCollective:
+      return std::string("vccl:") + r.name;
+    case TaskKind::kGraphReplay:
+      return "Graph replay";
+    default:
+      return std::string("vdev_kernel<") + r.name + ">";
+  }
+}
+
+class VdevSession final : public libkineto::IActivityProfilerSession {
+ public:
+  void start() override {
+    DeviceTimeline::instance().start();
+    status_ = libkineto::TraceStatus::RECORDING;
+  }
+  void stop() override {
+    DeviceTimeline::instance().stop();
+    records_ = DeviceTimeline::instance().take();
+    status_ = libkineto::TraceStatus::PROCESSING;
+  }
+  std::vector<std::string> errors() override { return {}; }
+  void pushCorrelationId(uint64_t id) override { DeviceTimeline::instance().push_correlation(id); }
+  void popCorrelationId() override { DeviceTimeline::instance().pop_correlation(); }
+
+  void processTrace(libkineto::ActivityLogger& logger) override {
+    processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, 0,
+                 0);
+  }
+
+  void processTrace(libkineto::ActivityLogger& logger,
+                    libkineto::getLinkedActivityCallback linked_activity, int64_t start_time,
+                    int64_t end_time) override {
+    static const libkineto::TraceSpan kSpan(0, 0, "vdev");
+    auto linked = [&](std::uint64_t corr) -> const libkineto::ITraceActivity* {
+      return corr == 0 ? nullptr : linked_activity(static_cast<int32_t>(corr));
+    };
+    const int32_t pid = static_cast<int32_t>(getpid());
+    for (const vdev::rt::TaskRecord& r : records_.tasks) {
+      if (r.tag.kind == TaskKind::kOther) continue;
+      const libkineto::ITraceActivity* op = linked(r.correlation);
+      const bool on_device = has_device_activity(r.tag.kind);
+      // The launch, on the host thread that queued the task.
+      libkineto::GenericTraceActivity launch(kSpan, ActivityType::PRIVATEUSE1_RUNTIME,
+                                             launch_name(r.tag.kind));
+      launch.device = pid;
+      launch.resource = static_cast<int32_t>(r.host_thread);
+      launch.threadId = static_cast<int32_t>(r.host_thread);
+      launch.startTime = r.launch_ns;
+      launch.endTime = r.launch_end_ns;
+      launch.id = static_cast<int32_t>(r.launch_id);
+      launch.linked = op;
+      if (on_device) {
+        launch.flow.id = r.launch_id;
+        launch.flow.type = libkineto::kLinkAsyncCpuGpu;
+        launch.flow.start = 1;
+      }
+      launch.addMetadata("correlation", r.launch_id);
+      logger.handleGenericActivity(launch);
+      if (!on_device) continue;
+      // The task on its device's stream.
+      libkineto::GenericTraceActivity task(kSpan, device_type(r.tag.kind), device_name(r));
+      task.device = r.device;
+      task.resource = static_cast<int32_t>(r.stream);
+      task.threadId = static_cast<int32_t>(r.stream);
+      task.startTime = r.start_ns;
+      task.endTime = r.end_ns;
+      task.id = static_cast<int32_t>(r.launch_id);
+      task.linked = op;
+      task.flow.id = r.launch_id;
+      task.flow.type = libkineto::kLinkAsyncCpuGpu;
+      task.flow.start = 0;
+      task.addMetadata("device", r.device);
+      task.addMetadata("stream", r.stream);
+      task.addMetadata("correlation", r.launch_id);
+      if (r.tag.bytes > 0) {
+        task.addMetadata("bytes", r.tag.bytes);
+        const int64_t ns = r.end_ns - r.start_ns;
+        if (device_type(r.tag.kind) != ActivityType::CONCURRENT_KERNEL) {
+          // Bytes per nanosecond is GB/s, CUPTI's unit.
+          if (ns > 0) {
+            task.addMetadata("memory bandwidth (GB/s)", static_cast<double>(r.tag.bytes) / ns);
+          } else {
+            task.addMetadataQuoted("memory bandwidth (GB/s)", "N/A");
+          }
+        }
+      }
+      logger.handleGenericActivity(task);
+      streams_[r.device].insert(r.stream);
+    }
+    for (const vdev::rt::HostCallRecord& h : records_.host_calls) {
+      libkineto::GenericTraceActivity call(kSpan, ActivityType::PRIVATEUSE1_RUNTIME, h.name);
+      call.device = pid;
+      call.resource = static_cast<int32_t>(h.host_thread);
+      call.threadId = static_cast<int32_t>(h.host_thread);
+      call.startTime = h.start_ns;
+      call.endTime = h.end_ns;
+      call.linked = linked(h.correlation);
+      if (h.device >= 0) call.addMetadata("device", h.device);
+      if (h.stream >= 0) call.addMetadata("stream", h.stream);
+      logger.handleGenericActivity(call);
+    }
+    // getDeviceInfo() names the first device's process; the others are named here.
+    bool first = true;
+    for (const auto& [device, streams] : streams_) {
+      if (!first) logger.handleDeviceInfo(device_info(device), start_time);
+      first = false;
+    }
+    (void)end_time;
+    records_ = {};
+  }
+
+  std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
+    const int device = streams_.empty() ? 0 : streams_.begin()->first;
+    return std::make_unique<libkineto::DeviceInfo>(device_info(device));
+  }
+
+  std::vector<libkineto::ResourceInfo> getResourceInfos() override {
+    std::vector<libkineto::ResourceInfo> rows;
+    for (const auto& [device, streams] : streams_) {
+      for (std::int64_t s : streams) {
+        rows.push_back(libkineto::ResourceInfo{s, s, device, "stream " + std::to_string(s)});
+      }
+    }
+    return rows;
+  }
+
+  std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return nullptr; }
+
+ private:
+  static libkineto::DeviceInfo device_info(int device) {
+    return libkineto::DeviceInfo{device, libkineto::kExceedMaxPid + device, "vdev",
+                                 "vdev " + std::to_string(device)};
+  }
+
+  DeviceTimeline::Records records_;
+  std::map<int, std::set<std::int64_t>> streams_;  // the tracks: streams used, per device
+};
+
+class VdevActivityProfiler final : public libkineto::IActivityProfiler {
+ public:
+  const std::string& name() const override { return name_; }
+  const std::set<ActivityType>& availableActivities() const override { return activities_; }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      const std::set<ActivityType>& types, const libkineto::Config&) override {
+    // A CPU-only profile asks for host types only: no device timeline then.
+    const bool device = types.count(ActivityType::CONCURRENT_KERNEL) ||
+                        types.count(ActivityType::GPU_MEMCPY) ||
+                        types.count(ActivityType::GPU_MEMSET);
+    if (!device) return nullptr;
+    return std::make_unique<VdevSession>();
+  }
+
+  std::unique_ptr<libkineto::IActivityProfilerSession> configure(
+      int64_t, int64_t, const std::set<ActivityType>& types,
+      const libkineto::Config& config) override {
+    return configure(types, config);
+  }
+
+ private:
+  std::string name_{"vdev"};
+  std::set<ActivityType> activities_{ActivityType::CONCURRENT_KERNEL, ActivityType::GPU_MEMCPY,
+                                     ActivityType::GPU_MEMSET, ActivityType::PRIVATEUSE1_RUNTIME};
+};
+
+REGISTER_PRIVATEUSE1_PROFILER(VdevActivityProfiler);
+
+}  // namespace
+}  // namespace vdev::backend
