@@ -218,10 +218,19 @@ def sharded(rank: int, ws: int) -> dict:
     return out
 
 
+DDP_TIMES = (
+    "forward_compute_time",
+    "backward_compute_time",
+    "backward_comm_time",
+    "backward_compute_comm_overlap_time",
+)
+
+
 def ddp_default_backend(rank: int, ws: int) -> dict:
     """The CUDA recipe with only the device changed: init_process_group with neither backend nor
     device_id (env init), then DistributedDataParallel with device_ids, on the default group and
-    on a subgroup made with no backend either."""
+    on a subgroup made with no backend either. Then a few iterations, plain and with a static
+    graph, reading DDP's logging data after each (its runtime stats: the reducer timer)."""
     from torch.nn.parallel import DistributedDataParallel
 
     dist.init_process_group(rank=rank, world_size=ws)
@@ -232,6 +241,14 @@ def ddp_default_backend(rank: int, ws: int) -> dict:
         x, y = _mlp_batches(rank, 1)[0]
         ((model(x.to(dev)) - y.to(dev)) ** 2).mean().backward()
         out[name] = [p.grad.cpu().flatten().tolist() for p in model.parameters()]
+    for static in (False, True):
+        model = DistributedDataParallel(_mlp().to(dev), device_ids=[rank], static_graph=static)
+        stats = []
+        for x, y in _mlp_batches(rank, 4):
+            ((model(x.to(dev)) - y.to(dev)) ** 2).mean().backward()
+            data = model._get_ddp_logging_data()
+            stats.append({key: data.get(key) for key in (*DDP_TIMES, "iteration")})
+        out["static_graph" if static else "dynamic_graph"] = stats
     dist.destroy_process_group()
     return out
 

@@ -11,7 +11,7 @@ from functools import reduce
 
 import pytest
 
-from rank_scenarios import _mlp, _mlp_batches
+from rank_scenarios import DDP_TIMES, _mlp, _mlp_batches
 from ranks import run_ranks
 
 SIZES = [2, 4] if os.environ.get("VDEV_DIST_FULL") == "1" else [2]
@@ -223,6 +223,31 @@ def test_ddp_with_no_backend_and_no_device_id_as_on_cuda(tmp_path):
         for name in ("world", "subgroup"):
             for got, want in zip(res[name], expected, strict=True):
                 assert got == pytest.approx(want, rel=1e-5, abs=1e-6), name
+        check_ddp_runtime_stats(res, rank.stderr)
+
+
+def check_ddp_runtime_stats(res: dict, stderr: str) -> None:
+    """DDP's logging data after each of 4 iterations (rank_scenarios.ddp_default_backend), as
+    torch's own DDP logging test checks CUDA's (the forward of iteration k + 1 measures k): the
+    reducer timer registered for vdev, not the warning DDP prints without one."""
+    assert "Time stats are currently only collected" not in stderr
+    for graph in ("dynamic_graph", "static_graph"):
+        for idx, times in enumerate(res[graph]):
+            if idx == 0:
+                continue  # nothing measured yet
+            assert times["iteration"] == idx, (graph, times)
+            fwd, bwd, comm, overlap = (times[key] for key in DDP_TIMES)
+            assert fwd > 0 and bwd > 0 and comm > 0, (graph, times)
+            # Measured on one stream: the backward's all-reduce starts within the backward and
+            # ends after it.
+            assert bwd >= overlap and comm >= overlap, (graph, times)
+            if graph == "static_graph" and idx == 1:
+                # A static graph's first iteration all-reduces after its backward: DDP records
+                # the backward's end, then the all-reduce's start (Reducer::delay_all_reduce). An
+                # end before its start measures nothing.
+                assert overlap == 0, times
+            else:
+                assert overlap > 0, (graph, times)
 
 
 def test_two_ranks_on_one_device_raise_as_nccl_does(tmp_path):

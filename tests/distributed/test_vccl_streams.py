@@ -1,15 +1,23 @@
 """vccl's stream semantics, in this process (a group of one rank over a HashStore): collectives
 are ordered after the caller's queued work, Work.wait() orders the caller's stream without
-blocking the host, memory in flight is not reused, futures chain, and bad calls raise at the call.
-Controlled with gates (tests/asyncutil.py), never with timing."""
+blocking the host, memory in flight is not reused, futures chain, and bad calls raise at the call;
+DistributedDataParallel's reducer timer measures on the device's stream. Controlled with gates
+(tests/asyncutil.py), never with timing: where a time is checked, it is a lower bound that a gate
+held open for that long guarantees."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 import torch
 import torch.distributed as dist
-from asyncutil import gated, run_bounded
+from asyncutil import gated, run_bounded, sid, wait_until_blocked
 from torch.distributed.distributed_c10d import BackendConfig
+from torch.nn.parallel import DistributedDataParallel
+
+from torch_vdev import _testing as rt
 
 
 @pytest.fixture(scope="module")
@@ -218,3 +226,134 @@ def test_integer_avg_is_the_sum_divided_as_nccl_divides(group):
         o, torch.tensor([1, 2, 3], dtype=torch.int32, device="vdev"), op=dist.ReduceOp.AVG
     )
     assert o.tolist() == [1, 2, 3]
+
+
+# DDP's reducer timer (cpp/backend/distributed/reducer_timer.h). DistributedDataParallel samples
+# iterations 1 to 10 (then every 100th), and the forward of iteration k + 1 measures iteration k.
+DDP_TIMES = (
+    "forward_compute_time",
+    "backward_compute_time",
+    "backward_comm_time",
+    "backward_compute_comm_overlap_time",
+)
+
+
+def _ddp_times(model: DistributedDataParallel) -> dict:
+    data = model._get_ddp_logging_data()
+    return {key: data.get(key) for key in (*DDP_TIMES, "iteration")}
+
+
+class _GateInForward(torch.nn.Module):
+    """A linear layer, then the current stream held behind `gate` until it opens."""
+
+    def __init__(self, gate):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 4)
+        self.gate = gate
+
+    def forward(self, x):
+        y = self.linear(x)
+        rt.enqueue_gate(*sid(torch.vdev.current_stream()), self.gate)
+        return y
+
+
+def test_ddp_times_are_device_time_on_the_current_stream(group):
+    """The forward's device work stays behind a gate for `held` seconds while the host runs on:
+    the forward time DDP logs covers the hold, which only events on the stream can see (the host
+    finished its forward long before). The timer waits for the marks it measures, so the second
+    forward returns once the gate has opened."""
+    held = 0.2
+    gate = rt.Gate()
+    model = DistributedDataParallel(_GateInForward(gate).to("vdev"), device_ids=[0])
+    x = torch.randn(5, 8, device="vdev")
+
+    def hold_then_open():
+        try:
+            wait_until_blocked(gate)
+            time.sleep(held)
+        finally:
+            gate.open()  # always: a failing test never leaves the stream blocked
+
+    opener = threading.Thread(target=hold_then_open, daemon=True)
+    opener.start()
+    model(x).sum().backward()  # iteration 1, held on the device
+    model(x).sum().backward()  # measures iteration 1
+    opener.join(60)
+    times = _ddp_times(model)
+    assert times["iteration"] == 1
+    assert times["forward_compute_time"] >= held * 1e9, times  # nanoseconds
+    assert times["backward_compute_time"] > 0 and times["backward_comm_time"] > 0, times
+
+
+def test_ddp_timer_measures_nothing_for_events_not_recorded(group, capfd):
+    """A forward without backward records no backward or communication event: the next forward
+    logs a forward time and nothing else (no error). An end older than its start (the backward
+    of an earlier iteration) measures nothing either, not a negative time."""
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Linear(8, 4).to("vdev"), device_ids=[0])
+    x = torch.randn(5, 8, device="vdev")
+    model(x)  # iteration 1: forward only
+    model(x).sum().backward()  # measures iteration 1
+    times = _ddp_times(model)
+    assert times["iteration"] == 1 and times["forward_compute_time"] > 0, times
+    assert all(times[key] == 0 for key in DDP_TIMES[1:]), times
+    model(x)  # iteration 3: forward only, after a full iteration 2
+    model(x).sum().backward()  # measures iteration 3
+    times = _ddp_times(model)
+    assert times["iteration"] == 3 and times["forward_compute_time"] > 0, times
+    assert times["backward_compute_time"] == 0, times  # iteration 2's end, 3's start
+    assert "Time stats are currently only collected" not in capfd.readouterr().err
+
+
+def test_ddp_timer_leaves_an_earlier_failure_to_the_stream(group):
+    """Marks recorded after a failed task carry its error: the timer measures nothing for them
+    instead of raising it as an event's error, and the stream raises the failure itself, once, at
+    the forward's next enqueue. (A forward only: no collective, so the group stays healthy.)"""
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Linear(8, 4).to("vdev"), device_ids=[0])
+    x = torch.randn(5, 8, device="vdev")
+    stream = torch.vdev.current_stream()
+    message = "failed before DDP's events were recorded"
+    with gated(stream):
+        rt.enqueue_failure(*sid(stream), message)
+        model(x)  # iteration 1, queued behind the failure: its events carry the error
+    try:
+        with pytest.raises(RuntimeError, match=message) as raised:
+            model(x)  # measures iteration 1, then queues its forward
+        assert "event recorded after a failed operation" not in str(raised.value)
+    except AssertionError:
+        try:
+            stream.synchronize()  # where the failure is still pending, no later test meets it
+        except RuntimeError as e:
+            if message not in str(e):
+                raise
+        raise
+    torch.vdev.synchronize()  # raised once: nothing left
+    assert _ddp_times(model)["forward_compute_time"] == 0
+
+
+def test_ddp_iteration_captured_in_a_graph_measures_nothing_and_the_capture_holds(group):
+    """A captured iteration's events are recorded in the capture and never complete: the next
+    forward measures nothing for it, without waiting on them (which would invalidate the capture
+    or hang), and the graph replays."""
+    side = torch.vdev.Stream()
+    with torch.vdev.stream(side):  # DDP's autograd nodes on the capture stream, as CUDA wants
+        torch.manual_seed(0)
+        model = DistributedDataParallel(
+            torch.nn.Linear(8, 4).to("vdev"), device_ids=[0], static_graph=True
+        )
+        x = torch.randn(5, 8, device="vdev")
+        for _ in range(3):  # iterations 1 to 3, eager
+            model(x).sum().backward()
+    graph = torch.vdev.VdevGraph()
+    with torch.vdev.graph(graph, stream=side):
+        model(x).sum().backward()  # iteration 4, captured; its forward measures iteration 3
+    times = _ddp_times(model)
+    assert times["iteration"] == 3 and times["forward_compute_time"] > 0, times
+    graph.replay()
+    with torch.vdev.stream(side):
+        model(x).sum().backward()  # measures iteration 4
+    times = _ddp_times(model)
+    assert times["iteration"] == 4
+    assert all(times[key] == 0 for key in DDP_TIMES), times
+    torch.vdev.synchronize()
