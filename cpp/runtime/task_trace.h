@@ -26,16 +26,16 @@
 namespace vdev::rt {
 
 enum class TaskKind : std::uint8_t {
-  kOther = 0,     // runtime bookkeeping (IPC signals, test tasks)
-  kKernel,        // an operator or compiled kernel
-  kMemcpyHtoD,    // copies, by direction
+  kOther = 0,   // runtime bookkeeping (IPC signals, test tasks)
+  kKernel,      // an operator or compiled kernel
+  kMemcpyHtoD,  // copies, by direction
   kMemcpyDtoH,
   kMemcpyDtoD,
-  kMemset,        // fills
-  kCollective,    // a collective on a communication stream
-  kGraphReplay,   // one replay of a captured graph
-  kEventRecord,   // an event recorded on the stream
-  kEventWait,     // the stream waits for an event of another stream
+  kMemset,       // fills
+  kCollective,   // a collective on a communication stream
+  kGraphReplay,  // one replay of a captured graph
+  kEventRecord,  // an event recorded on the stream
+  kEventWait,    // the stream waits for an event of another stream
 };
 
 // What the layer that queues a task says about it.

@@ -44,7 +44,9 @@ namespace {
 using libkineto::ActivityType;
 using vdev::rt::TaskKind;
 
-bool has_device_activity(TaskKind k) { return k != TaskKind::kEventRecord && k != TaskKind::kOther; }
+bool has_device_activity(TaskKind k) {
+  return k != TaskKind::kEventRecord && k != TaskKind::kOther;
+}
 
 const char* launch_name(TaskKind k) {
   switch (k) {
@@ -119,8 +121,7 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
   void popCorrelationId() override { DeviceTimeline::instance().pop_correlation(); }
 
   void processTrace(libkineto::ActivityLogger& logger) override {
-    processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, 0,
-                 0);
+    processTrace(logger, [](int32_t) -> const libkineto::ITraceActivity* { return nullptr; }, 0, 0);
   }
 
   void processTrace(libkineto::ActivityLogger& logger,
