@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "runtime/ipc.h"
 #include "runtime/memory.h"
 #include "runtime/stream_registry.h"
+#include "runtime/task_trace.h"
 #include "runtime/testing/gate.h"
 #include "runtime/tests/expect.h"
 
@@ -263,6 +265,67 @@ static void test_concurrent_enqueue_stress() {
   for (int t = 0; t < kThreads; ++t) EXPECT(private_logs[t]->values().size() == kTasks);
 }
 
+// Task records (runtime/task_trace.h): tasks queued from several threads while an observer is
+// installed are each reported once, with start >= launch and end >= start, their tag, stream and
+// the queuing thread's correlation; the observer is swapped out while tasks run (no call after
+// set_task_observer returns); tasks queued with no observer are not reported.
+static void test_task_records_under_concurrency() {
+  struct Collector final : rt::TaskObserver {
+    std::mutex mu;
+    std::vector<rt::TaskRecord> tasks;
+    std::atomic<bool> closed{false};
+    std::atomic<int> late{0};
+    void on_task(const rt::TaskRecord& r) noexcept override {
+      if (closed.load()) ++late;
+      std::lock_guard<std::mutex> lock(mu);
+      tasks.push_back(r);
+    }
+    void on_host_call(const rt::HostCallRecord&) noexcept override {}
+  };
+  Collector c;
+  EXPECT(!rt::task_tracing());
+  rt::testing::enqueue_log(rt::default_stream(0), std::make_shared<rt::testing::Log>(), 0);
+  rt::synchronize_device(0);  // queued before: never reported
+  rt::set_task_observer(&c);
+  EXPECT(rt::task_tracing());
+  constexpr int kThreads = 4, kTasks = 500;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([t] {
+      rt::set_launch_correlation(100 + t);
+      rt::Stream& s = rt::new_stream(t % 2, 0);
+      auto log = std::make_shared<rt::testing::Log>();
+      for (int i = 0; i < kTasks; ++i) {
+        s.enqueue("traced", [log, i] { log->append(i); }, rt::TaskTag{rt::TaskKind::kMemset, 8});
+      }
+      s.synchronize();
+      rt::set_launch_correlation(0);
+    });
+  }
+  for (auto& th : threads) th.join();
+  // Swapped out while another stream still runs tasks: none reaches it afterwards.
+  rt::Stream& busy = rt::new_stream(0, 0);
+  auto log = std::make_shared<rt::testing::Log>();
+  for (int i = 0; i < 2000; ++i) busy.enqueue("late", [log, i] { log->append(i); });
+  rt::set_task_observer(nullptr);
+  c.closed.store(true);
+  busy.synchronize();
+  EXPECT(!rt::task_tracing());
+  EXPECT(c.late.load() == 0);
+  std::lock_guard<std::mutex> lock(c.mu);
+  int traced = 0;
+  for (const rt::TaskRecord& r : c.tasks) {
+    EXPECT(r.start_ns >= r.launch_ns && r.end_ns >= r.start_ns && r.launch_end_ns >= r.launch_ns);
+    EXPECT(r.launch_id != 0);
+    if (std::strcmp(r.name, "traced") != 0) continue;
+    ++traced;
+    EXPECT(r.tag.kind == rt::TaskKind::kMemset && r.tag.bytes == 8);
+    EXPECT(r.correlation >= 100 && r.correlation < 100 + kThreads);
+    EXPECT(r.device == static_cast<int>((r.correlation - 100) % 2));
+  }
+  EXPECT(traced == kThreads * kTasks);
+}
+
 static void test_async_copies_and_current_stream() {
   rt::Stream& s = rt::current_stream(0);
   EXPECT(&s == &rt::default_stream(0));
@@ -423,6 +486,7 @@ int main() {
   test_wait_event_orders_streams_and_carries_errors();
   test_elapsed_time_rules();
   test_concurrent_enqueue_stress();
+  test_task_records_under_concurrency();
   test_async_copies_and_current_stream();
   test_ipc_memory_and_slots();
   test_capture_records_joins_and_invalidates();
