@@ -68,8 +68,8 @@ class Capture final : public TaskRecorder {
   }
 
   std::uint64_t id() const noexcept override { return id_; }
-  void record(const Stream& s, const char* name, TaskFn fn) override {
-    detail::record_task(*this, s, name, std::move(fn));
+  void record(const Stream& s, const char* name, TaskFn fn, TaskTag tag) override {
+    detail::record_task(*this, s, name, std::move(fn), tag);
   }
   bool add_member(const Stream& s, const CaptureClock& clock) override {
     return detail::add_member(*this, s, clock);
@@ -242,11 +242,11 @@ int active_captures() noexcept { return active().count.load(std::memory_order_ac
 
 namespace detail {
 
-void record_task(Capture& c, const Stream& s, const char* name, TaskFn fn) {
+void record_task(Capture& c, const Stream& s, const char* name, TaskFn fn, TaskTag tag) {
   std::lock_guard<std::mutex> lock(c.mu_);
   c.throw_if_invalid_locked(name);
   c.member_locked(s).count += 1;
-  c.tasks_.push_back(CapturedTask{name, s.id(), std::move(fn)});
+  c.tasks_.push_back(CapturedTask{name, s.id(), std::move(fn), tag});
 }
 
 CaptureClock mark_clock(Capture& c, const Stream& s) {

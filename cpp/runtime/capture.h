@@ -48,6 +48,7 @@ struct CapturedTask {
   const char* name;
   std::int64_t stream_id;
   TaskFn fn;
+  TaskTag tag;  // what it is, for the task observers when a replay runs it
 };
 
 // CaptureClock (runtime/stream.h): a stream's knowledge of the other member streams: for each,
@@ -90,7 +91,7 @@ VDEV_RT_API int active_captures() noexcept;
 // Used by Event (runtime/event.cpp) and, through the TaskRecorder interface, by Stream.
 namespace detail {
 // Records a task queued on member stream `s`; throws if the capture was invalidated.
-void record_task(Capture& c, const Stream& s, const char* name, TaskFn fn);
+void record_task(Capture& c, const Stream& s, const char* name, TaskFn fn, TaskTag tag);
 // The clock an event recorded now on member stream `s` carries; throws if invalidated.
 CaptureClock mark_clock(Capture& c, const Stream& s);
 // Member stream `s` waits on a mark of the same capture.

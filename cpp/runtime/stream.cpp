@@ -108,7 +108,7 @@ void Stream::enqueue(const char* name, TaskFn fn, TaskTag tag) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     if (capture_ != nullptr) {
-      capture_->record(*this, name, std::move(fn));  // recorded, not run
+      capture_->record(*this, name, std::move(fn), tag);  // recorded, not run
       return;
     }
     throw_pending_error_locked(lock);

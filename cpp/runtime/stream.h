@@ -76,7 +76,7 @@ class TaskRecorder {
   // Unique in the process, never 0.
   virtual std::uint64_t id() const noexcept = 0;
   // Records a task queued on member stream `s`; throws if the capture was invalidated.
-  virtual void record(const Stream& s, const char* name, TaskFn fn) = 0;
+  virtual void record(const Stream& s, const char* name, TaskFn fn, TaskTag tag) = 0;
   // Stream `s` (not capturing; its mutex held by Stream::join_capture) joins with `clock`; throws
   // if the recorder belongs to another device. False if the capture has already ended.
   virtual bool add_member(const Stream& s, const CaptureClock& clock) = 0;

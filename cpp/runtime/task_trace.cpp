@@ -58,12 +58,13 @@ void report_host_call(const char* name, int device, std::int64_t stream,
 }
 
 void report_host_run(const char* name, int device, std::int64_t stream, TaskTag tag,
-                     std::int64_t start_ns) noexcept {
+                     std::int64_t start_ns, bool launched) noexcept {
   const std::shared_lock<std::shared_mutex> lock(g_calling);
   if (TaskObserver* o = g_observer.load(std::memory_order_acquire)) {
     const std::int64_t end = trace_clock_ns();
-    o->on_task(TaskRecord{name, device, stream, tag, tls_correlation, next_launch_id(), start_ns,
-                          start_ns, start_ns, end, trace_thread_id()});
+    o->on_task(TaskRecord{name, device, stream, tag, tls_correlation,
+                          launched ? next_launch_id() : 0, start_ns, start_ns, start_ns, end,
+                          trace_thread_id()});
   }
 }
 

@@ -50,7 +50,7 @@ struct TaskRecord {
   std::int64_t stream;
   TaskTag tag;
   std::uint64_t correlation;  // the launching host call's correlation id (0: none)
-  std::uint32_t launch_id;    // unique per traced task (never 0): links its launch and its run
+  std::uint32_t launch_id;    // links its launch and its run; 0: no launch of its own (a graph's)
   std::int64_t launch_ns, launch_end_ns;  // the enqueue call on the host
   std::int64_t start_ns, end_ns;          // the run on the worker (start >= launch_ns)
   std::uint64_t host_thread;              // the thread that queued it (system thread id)
@@ -92,10 +92,11 @@ std::uint32_t next_launch_id() noexcept;
 VDEV_RT_API void report_host_call(const char* name, int device, std::int64_t stream,
                                   std::int64_t start_ns) noexcept;
 
-// Reports work the calling host thread did in a stream's place (a synchronous copy), from
-// `start_ns` to now, as a task of that stream, when tracing.
+// Reports work done in a stream's place, from `start_ns` to now, as a task of that stream, when
+// tracing: a synchronous copy on the calling host thread (launched there), or a task a graph
+// replay runs (`launched` false: the replay was its launch).
 VDEV_RT_API void report_host_run(const char* name, int device, std::int64_t stream, TaskTag tag,
-                                 std::int64_t start_ns) noexcept;
+                                 std::int64_t start_ns, bool launched = true) noexcept;
 
 namespace detail {
 // For runtime/stream.cpp: hands a finished task's record to the installed observer, if any.

@@ -182,3 +182,24 @@ def test_a_cpu_only_profile_has_no_device_activities(tmp_path):
     events = chrome_trace(prof, tmp_path)
     assert not spans(events, "kernel")
     assert any(e["name"] == "aten::add_" for e in spans(events, "cpu_op"))
+
+
+def test_a_graph_replay_shows_the_operations_inside_it(tmp_path):
+    side = torch.vdev.Stream()
+    x = torch.zeros(64, device="vdev")
+    torch.vdev.synchronize()
+    g = torch.accelerator.Graph()
+    with side, g:
+        x.add_(1)
+        x.mul_(3)
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        g.replay()
+        torch.vdev.synchronize()
+    events = chrome_trace(prof, tmp_path)
+    (replay,) = spans(events, "kernel", "Graph replay")
+    inner = [k for k in spans(events, "kernel", "vdev_kernel<") if k["tid"] == replay["tid"]]
+    assert [k["name"] for k in inner] == ["vdev_kernel<aten::add_>", "vdev_kernel<aten::mul_>"]
+    for k in inner:  # on the replay's track, inside its span
+        assert replay["ts"] <= k["ts"] and k["ts"] + k["dur"] <= replay["ts"] + replay["dur"] + 1
+    assert "vdevGraphLaunch" in {e["name"] for e in spans(events, "privateuse1_runtime")}
+    assert x.cpu()[0] == 3

@@ -51,12 +51,20 @@ struct ExecutableGraph {
 
   // On the worker of the replaying stream. A failing task ends the replay (as a faulting kernel
   // ends a GPU's), and its error names it.
-  void run(const std::vector<ReplayDraw>& draws) const {
+  // Runs the recorded tasks on the worker of vdev:`device` stream `stream`. While the profiler
+  // records, each shows as an activity of that stream inside the replay's.
+  void run(const std::vector<ReplayDraw>& draws, int device, std::int64_t stream) const {
     const std::lock_guard<std::mutex> lock(running);
     const ReplayDrawsScope scope(&draws);
+    const bool traced = vdev::rt::task_tracing();
     for (std::size_t i = 0; i < tasks.size(); ++i) {
       try {
+        const std::int64_t start = traced ? vdev::rt::trace_clock_ns() : 0;
         tasks[i].fn();
+        if (traced) {
+          vdev::rt::report_host_run(tasks[i].name, device, stream, tasks[i].tag, start,
+                                    /*launched=*/false);
+        }
       } catch (const std::exception& e) {
         vdev::rt::throw_error(
             vdev::rt::current_error_kind(),
@@ -163,7 +171,8 @@ class VdevGraph final : public at::GraphImplInterface {
     std::vector<ReplayDraw> draws = reserve_replay_draws(executable_->rng);
     enqueue_task(
         stream, "graph_replay",
-        [graph = executable_, draws = std::move(draws)] { graph->run(draws); },
+        [graph = executable_, draws = std::move(draws), device = stream.device(),
+         id = stream.id()] { graph->run(draws, device, id); },
         vdev::rt::TaskTag{vdev::rt::TaskKind::kGraphReplay});
   }
 

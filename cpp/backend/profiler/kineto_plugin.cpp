@@ -136,6 +136,10 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
       if (r.tag.kind == TaskKind::kOther) continue;
       const libkineto::ITraceActivity* op = linked(r.correlation);
       const bool on_device = has_device_activity(r.tag.kind);
+      if (r.launch_id == 0) {  // run by a graph replay: inside the replay's activity, no launch
+        if (on_device) log_device_activity(logger, r, nullptr);
+        continue;
+      }
       // The launch, on the host thread that queued the task.
       libkineto::GenericTraceActivity launch(kSpan, ActivityType::PRIVATEUSE1_RUNTIME,
                                              launch_name(r.tag.kind));
@@ -153,37 +157,9 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
       }
       launch.addMetadata("correlation", r.launch_id);
       logger.handleGenericActivity(launch);
-      if (!on_device) continue;
-      // The task on its device's stream.
-      libkineto::GenericTraceActivity task(kSpan, device_type(r.tag.kind), device_name(r));
-      task.device = r.device;
-      task.resource = static_cast<int32_t>(r.stream);
-      task.threadId = static_cast<int32_t>(r.stream);
-      task.startTime = r.start_ns;
-      task.endTime = r.end_ns;
-      task.id = static_cast<int32_t>(r.launch_id);
-      task.linked = op;
-      task.flow.id = r.launch_id;
-      task.flow.type = libkineto::kLinkAsyncCpuGpu;
-      task.flow.start = 0;
-      task.addMetadata("device", r.device);
-      task.addMetadata("stream", r.stream);
-      task.addMetadata("correlation", r.launch_id);
-      if (r.tag.bytes > 0) {
-        task.addMetadata("bytes", r.tag.bytes);
-        const int64_t ns = r.end_ns - r.start_ns;
-        if (device_type(r.tag.kind) != ActivityType::CONCURRENT_KERNEL) {
-          // Bytes per nanosecond is GB/s, CUPTI's unit.
-          if (ns > 0) {
-            task.addMetadata("memory bandwidth (GB/s)", static_cast<double>(r.tag.bytes) / ns);
-          } else {
-            task.addMetadataQuoted("memory bandwidth (GB/s)", "N/A");
-          }
-        }
-      }
-      logger.handleGenericActivity(task);
-      streams_[r.device].insert(r.stream);
+      if (on_device) log_device_activity(logger, r, op);
     }
+
     for (const vdev::rt::HostCallRecord& h : records_.host_calls) {
       libkineto::GenericTraceActivity call(kSpan, ActivityType::PRIVATEUSE1_RUNTIME, h.name);
       call.device = pid;
@@ -224,6 +200,40 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
   std::unique_ptr<libkineto::CpuTraceBuffer> getTraceBuffer() override { return nullptr; }
 
  private:
+  // The task on its device's stream; `op` is the host operator that launched it.
+  void log_device_activity(libkineto::ActivityLogger& logger, const vdev::rt::TaskRecord& r,
+                           const libkineto::ITraceActivity* op) {
+    static const libkineto::TraceSpan kSpan(0, 0, "vdev");
+    libkineto::GenericTraceActivity task(kSpan, device_type(r.tag.kind), device_name(r));
+    task.device = r.device;
+    task.resource = static_cast<int32_t>(r.stream);
+    task.threadId = static_cast<int32_t>(r.stream);
+    task.startTime = r.start_ns;
+    task.endTime = r.end_ns;
+    task.id = static_cast<int32_t>(r.launch_id);
+    task.linked = op;
+    task.flow.id = r.launch_id;
+    task.flow.type = libkineto::kLinkAsyncCpuGpu;
+    task.flow.start = 0;
+    task.addMetadata("device", r.device);
+    task.addMetadata("stream", r.stream);
+    task.addMetadata("correlation", r.launch_id);
+    if (r.tag.bytes > 0) {
+      task.addMetadata("bytes", r.tag.bytes);
+      const int64_t ns = r.end_ns - r.start_ns;
+      if (device_type(r.tag.kind) != ActivityType::CONCURRENT_KERNEL) {
+        // Bytes per nanosecond is GB/s, CUPTI's unit.
+        if (ns > 0) {
+          task.addMetadata("memory bandwidth (GB/s)", static_cast<double>(r.tag.bytes) / ns);
+        } else {
+          task.addMetadataQuoted("memory bandwidth (GB/s)", "N/A");
+        }
+      }
+    }
+    logger.handleGenericActivity(task);
+    streams_[r.device].insert(r.stream);
+  }
+
   static libkineto::DeviceInfo device_info(int device) {
     return libkineto::DeviceInfo{device, libkineto::kExceedMaxPid + device, "vdev",
                                  "vdev " + std::to_string(device)};
