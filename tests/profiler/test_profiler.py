@@ -203,3 +203,20 @@ def test_a_graph_replay_shows_the_operations_inside_it(tmp_path):
         assert replay["ts"] <= k["ts"] and k["ts"] + k["dur"] <= replay["ts"] + replay["dur"] + 1
     assert "vdevGraphLaunch" in {e["name"] for e in spans(events, "privateuse1_runtime")}
     assert x.cpu()[0] == 3
+
+
+def test_compiled_kernels_are_device_activities(tmp_path):
+    @torch.compile
+    def f(x):
+        return (x * 2).sin() + 1
+
+    x = torch.randn(1000, device="vdev")
+    f(x)  # compiled outside the profile
+    torch.vdev.synchronize()
+    with profile(activities=DEVICE_ACTIVITIES) as prof:
+        y = f(x)
+        torch.vdev.synchronize()
+    kernels = [k["name"] for k in spans(chrome_trace(prof, tmp_path), "kernel", "vdev_kernel<")]
+    # Inductor's generated kernel, not eager operators.
+    assert kernels and all("aten::" not in k for k in kernels), kernels
+    torch.testing.assert_close(y.cpu(), (x.cpu() * 2).sin() + 1)
