@@ -263,3 +263,13 @@ def test_two_ranks_on_one_device_raise_as_nccl_does(tmp_path):
                 f"Duplicate GPU detected : rank {r} and rank {1 - r} both on vdev device 0" in err
             )
         assert res["x"] == [1.0] * 4
+
+
+def test_a_profiled_collective_is_a_device_activity_on_the_comm_stream(ranks):
+    """torch.profiler (issue 33): the all_reduce is a device activity on vccl's communication
+    stream (not the default stream), with the bytes it moves, and its time is the host call's."""
+    for rank, r in enumerate(ranks):
+        (c,) = r["profiled_collectives"]
+        assert c["bytes"] == 1000 * 4
+        assert c["stream"] != 0 and c["pid"] == rank
+        assert r["profiled_device_time_us"] > 0
