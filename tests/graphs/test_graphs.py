@@ -255,6 +255,9 @@ def test_graph_memory_is_not_handed_to_other_work(side):
     # and every replay would overwrite it with 6.
     with side:
         others = [torch.full((1 << 16,), -5.0, device="vdev") for _ in range(8)]
+    # Their fills ran on `side`: the reads below (on the current stream) are ordered after them,
+    # as CUDA code must order them (unordered, a read could see the block before its fill).
+    torch.vdev.current_stream().wait_stream(side)
     assert temporaries[0] not in {o.data_ptr() for o in others}
     g.replay()
     assert torch.equal(y.cpu(), torch.full((1 << 16,), 7.0))

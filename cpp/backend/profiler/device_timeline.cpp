@@ -51,7 +51,12 @@ void DeviceTimeline::push_correlation(std::uint64_t id) {
 
 void DeviceTimeline::pop_correlation() {
   CorrelationStack& s = tls_stack;
-  if (!s.ids.empty()) s.ids.pop_back();  // Kineto may pop what an earlier session pushed
+  if (s.generation != g_generation.load(std::memory_order_relaxed)) {
+    s.ids.clear();  // pushed in an earlier session: nothing of this one to pop
+    s.generation = g_generation.load(std::memory_order_relaxed);
+  } else if (!s.ids.empty()) {
+    s.ids.pop_back();  // an operator that began before the session has no push to pop
+  }
   vdev::rt::set_launch_correlation(s.ids.empty() ? 0 : s.ids.back());
 }
 
