@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import pickle
+import pickletools
 import subprocess
 import sys
 import threading
@@ -447,6 +448,20 @@ def test_record_function_annotations_are_recorded():
     assert all(a["device"] == 0 and isinstance(a["time_us"], int) for a in mine)
 
 
+def test_compile_context_names_the_compiled_region():
+    memory._record_memory_history(stacks="python", compile_context=True, clear_history=True)
+
+    def f(x):
+        return (x * 2).sin() + 1
+
+    x = torch.ones(1000, device="vdev")
+    y = torch.compile(f)(x)
+    contexts = {e["compile_context"] for e in entries(memory._snapshot(), action="alloc")}
+    assert any(c.startswith("Torch-Compiled Region") for c in contexts), contexts
+    assert "N/A" in contexts  # x, allocated outside it
+    torch.testing.assert_close(y.cpu(), f(x.cpu()))
+
+
 def test_the_legacy_boolean_form():
     memory._record_memory_history(True, trace_alloc_max_entries=10, trace_alloc_record_context=True)
     x = torch.ones(10, device="vdev")
@@ -578,6 +593,43 @@ def test_out_of_memory_leaves_an_entry_and_calls_the_observer_before_raising():
 # ---- the memory visualizer ------------------------------------------------------------------
 
 
+# The pickle opcodes MemoryViz.js's unpickler decodes.
+MEMORY_VIZ_OPCODES = {
+    "PROTO",
+    "FRAME",
+    "STOP",
+    "MARK",
+    "MEMOIZE",
+    "BINPUT",
+    "LONG_BINPUT",
+    "BINGET",
+    "LONG_BINGET",
+    "NONE",
+    "NEWTRUE",
+    "NEWFALSE",
+    "BININT",
+    "BININT1",
+    "BININT2",
+    "LONG1",
+    "BINFLOAT",
+    "SHORT_BINUNICODE",
+    "BINUNICODE",
+    "EMPTY_DICT",
+    "DICT",
+    "SETITEM",
+    "SETITEMS",
+    "EMPTY_LIST",
+    "LIST",
+    "APPEND",
+    "APPENDS",
+    "EMPTY_TUPLE",
+    "TUPLE",
+    "TUPLE1",
+    "TUPLE2",
+    "TUPLE3",
+}
+
+
 def viz(*args, home, cwd):
     env = dict(os.environ, HOME=str(home))
     return subprocess.run(
@@ -600,8 +652,13 @@ def test_memory_viz_renders_a_dumped_snapshot(tmp_path):
     del keep[::2]
     after = tmp_path / "after.pickle"
     memory._dump_snapshot(str(after))
-    with open(after, "rb") as f:
-        assert pickle.load(f)["device_traces"][0]
+    data = after.read_bytes()
+    assert pickle.loads(data)["device_traces"][0]
+    # The viewer at pytorch.org/memory_viz decodes the file with its own unpickler
+    # (MemoryViz.js: unpickle), which knows these opcodes and protocols 2 to 4 only.
+    opcodes = {op.name for op, _, _ in pickletools.genops(data)}
+    assert opcodes <= MEMORY_VIZ_OPCODES, opcodes - MEMORY_VIZ_OPCODES
+    assert data[:2] in (b"\x80\x02", b"\x80\x03", b"\x80\x04")
     # `segments`, `memory` and `compare` pipe their flame graph lines through flamegraph.pl,
     # which _memory_viz downloads into ~/.cache; a stand-in that echoes the lines keeps the
     # test offline while everything _memory_viz reads from the snapshot is still exercised.
