@@ -6,6 +6,11 @@
   memcpy (ctypes.memmove) of the same size between host buffers (target: at least 0.8x)
 - churn: 100,000 random allocate/free operations of 512 B to 64 MiB; the reserved/allocated peak
   ratio (reported, no target)
+- memory history (issue 33): allocate+free of a cached 512 B tensor with
+  torch.vdev.memory._record_memory_history off and on (context="all", stacks="python": a Python
+  stack gathered at each allocation and free); off is the same work as alloc_free_512B (history
+  off costs one relaxed load per allocation and free: target within 1.1x of it), on is reported
+  as its ratio to off (no target)
 
     python benchmarks/bench_memory.py [--out results.json] [--quick]
 """
@@ -38,6 +43,28 @@ def alloc_free(args, targets, results):
         key = f"alloc_free_{name}"
         results[key] = {"cpu": cpu, "vdev": with_ratio(vdev, cpu, "cpu")}
         targets[key] = at_most(1.5, results[key]["vdev"]["ratio_median"])
+
+
+def history(args, targets, results):
+    d = torch.device("vdev", 0)
+    torch.empty(128, device=d)  # cached from here on
+    stmt = "torch.empty(128, device=d)"
+    env = {"torch": torch, "d": d}
+    torch.vdev.memory._record_memory_history(None)
+    off = measure(stmt, env, calls=20_000 if args.quick else 200_000)
+    torch.vdev.memory._record_memory_history(
+        "all", context="all", stacks="python", max_entries=10_000, clear_history=True
+    )
+    try:
+        on = measure(stmt, env, calls=2_000 if args.quick else 20_000)
+    finally:
+        torch.vdev.memory._record_memory_history(None)
+    results["alloc_free_512B_history"] = {"off": off, "on": with_ratio(on, off, "history off")}
+    # Off is what alloc_free measured, within noise.
+    plain = results["alloc_free_512B"]["vdev"]
+    targets["alloc_free_512B_history_off"] = at_most(
+        1.1, round(off["median_ns"] / plain["median_ns"], 3)
+    )
 
 
 def timed_ms(fn, repeats):
@@ -120,6 +147,7 @@ def main() -> int:
     args = parse_args()
     results, targets = {}, {}
     alloc_free(args, targets, results)
+    history(args, targets, results)
     bandwidth(args, targets, results)
     churn(args, results)
     emit(

@@ -35,7 +35,9 @@ class Caches {
     std::lock_guard<std::mutex> lock(mu_);
     c = caches_[static_cast<std::size_t>(device)].load(std::memory_order_relaxed);
     if (c == nullptr) {
-      c = new DeviceCache(device);
+      // Blocks shared with other processes and released there wait for a collection before the
+      // cache reports out of memory (as CUDA's allocator collects its IPC limbo).
+      c = new DeviceCache(device, &collect_shared);
       caches_[static_cast<std::size_t>(device)].store(c, std::memory_order_release);
     }
     return *c;
@@ -85,15 +87,7 @@ class VdevAllocator final : public c10::DeviceAllocator {
     if (nbytes == 0) return c10::DataPtr(nullptr, nullptr, &free_block, dev);
     VDEV_RT(vdev::rt::check_not_forked("device_malloc"));
     vdev::rt::Stream& stream = VDEV_RT(vdev::rt::current_stream(device));
-    Block* block = nullptr;
-    try {
-      block = caches().of(device).allocate(nbytes, stream);
-    } catch (const c10::OutOfMemoryError&) {
-      // Blocks shared with other processes and released there wait for a collection (as CUDA's
-      // allocator collects its IPC limbo before reporting out of memory).
-      if (!collect_shared()) throw;
-      block = caches().of(device).allocate(nbytes, stream);
-    }
+    Block* block = caches().of(device).allocate(nbytes, stream);
     return c10::DataPtr(DeviceCache::info(block).ptr, block, &free_block, dev);
   }
 

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <map>
 #include <set>
@@ -18,6 +19,7 @@
 namespace vdev::backend {
 
 using c10::CachingDeviceAllocator::DeviceStats;
+using c10::CachingDeviceAllocator::SegmentInfo;
 
 namespace {
 
@@ -43,6 +45,7 @@ std::size_t segment_size_for(std::size_t size) {
 }  // namespace
 
 struct PrivatePool;
+struct Segment;
 
 struct Block {
   int device;
@@ -58,8 +61,19 @@ struct Block {
   std::vector<vdev::rt::Stream*> uses;  // other streams declared with record_stream
   // A deferred free: (stream, enqueued count at the free); reusable once every one has completed.
   std::vector<std::pair<vdev::rt::Stream*, std::uint64_t>> fences;
+  Segment* segment = nullptr;                     // the device allocation it lies in
+  std::shared_ptr<c10::GatheredContext> context;  // its allocation's stack (memory history)
 
   bool is_split() const { return prev != nullptr || next != nullptr; }
+};
+
+// One allocation from the runtime, split into the blocks from `head` on (memory snapshots walk
+// them; the cache itself needs only the blocks' neighbour links).
+struct Segment {
+  char* base;
+  std::size_t size;
+  Block* head;                                    // the block at `base`
+  std::shared_ptr<c10::GatheredContext> context;  // the stack of the allocation that made it
 };
 
 namespace {
@@ -82,6 +96,7 @@ using Pool = std::set<Block*, BlockOrder>;
 // The private pool of one or more graphs (MempoolId_t): its segments serve only allocations made
 // while a capture allocates to it, and are not handed to other work while a graph uses it.
 struct PrivatePool {
+  c10::MempoolId_t id;
   int use_count = 1;  // graphs (and captures) holding it; at 0 its free segments are released
   int segments = 0;   // segments it owns
   Pool small_pool, large_pool;
@@ -97,6 +112,18 @@ struct DeviceCache::State {
   std::map<c10::MempoolId_t, PrivatePool*> private_pools;
   // Captures allocating to a private pool now: (capture id, pool).
   std::vector<std::pair<std::uint64_t, PrivatePool*>> capturing;
+  std::map<const char*, Segment*> segments;  // by base address
+  bool (*reclaim)() = nullptr;               // see the constructor
+
+  // Memory history. `recording` mirrors history.enabled for the check made before the lock is
+  // taken (where stacks are gathered); `gather_fn` and `gather_when` are what that check reads.
+  std::atomic<bool> recording{false};
+  std::atomic<c10::CachingDeviceAllocator::CreateContextFn> gather_fn{nullptr};
+  std::atomic<int> gather_when{static_cast<int>(RecordContext::NEVER)};
+  HistorySettings history;
+  TraceRing trace;
+  std::vector<std::string> compile_context;  // innermost last
+  std::string user_metadata;
 
   State() { stats.max_split_size = -1; }  // blocks of any size may be split, as CUDA's default
 
@@ -105,6 +132,44 @@ struct DeviceCache::State {
     return small ? small_pool : large_pool;
   }
   Pool& pool(const Block* b) { return pool(b->owner, b->small); }
+
+  // The calling thread's stack if history keeps stacks for `use` (called without the lock).
+  std::shared_ptr<c10::GatheredContext> gather_context(RecordContext use) const {
+    const auto fn = gather_fn.load(std::memory_order_relaxed);
+    if (fn == nullptr || gather_when.load(std::memory_order_relaxed) < static_cast<int>(use)) {
+      return nullptr;
+    }
+    return fn();
+  }
+
+  // Records a trace entry while history is on (and the action is not skipped).
+  void record(TraceEntry::Action action, std::size_t addr, std::size_t size,
+              const vdev::rt::Stream* stream, const PrivatePool* owner,
+              std::shared_ptr<c10::GatheredContext> context) {
+    if (!history.enabled || ((history.skip >> action) & 1U) != 0) return;
+    if (history.when < RecordContext::ALLOC) context = nullptr;
+    TraceEntry e(action, static_cast<c10::DeviceIndex>(device), addr, size, stream_key(stream),
+                 owner != nullptr ? owner->id : c10::MempoolId_t{0, 0}, 0, std::move(context),
+                 compile_context.empty() ? "N/A" : compile_context.back(), user_metadata);
+    e.time_.t_ = trace_time_us();
+    trace.add(std::move(e));
+  }
+
+  // A stream as snapshots name it: its id (0: the default stream), as an int where CUDA's has its
+  // cudaStream_t.
+  static void* stream_key(const vdev::rt::Stream* stream) {
+    return stream == nullptr ? nullptr
+                             : reinterpret_cast<void*>(static_cast<std::intptr_t>(stream->id()));
+  }
+
+  // Tells a profile that records memory about an allocation (delta > 0) or free, with the
+  // device's totals after it, as CUDA's allocator does.
+  void report_to_profiler(void* ptr, std::int64_t delta) const {
+    c10::reportMemoryUsageToProfiler(
+        ptr, delta, static_cast<std::size_t>(current_aggregate(stats.allocated_bytes)),
+        static_cast<std::size_t>(current_aggregate(stats.reserved_bytes)),
+        c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+  }
 
   // The private pool an allocation on `stream` goes to (null: the device's pools).
   PrivatePool* pool_for(const vdev::rt::Stream& stream) {
@@ -137,7 +202,9 @@ struct DeviceCache::State {
   // A fresh segment as one block, or null when the device (or the fraction) has no room. When the
   // usual segment size does not fit, a segment of just the block's size is tried: a device
   // configured with little memory (VDEV_DEVICE_MEMORY=1MiB) stays usable to the last byte.
-  Block* new_segment(PrivatePool* owner, bool small, vdev::rt::Stream* stream, std::size_t size) {
+  // `context`: the allocating stack, if history keeps stacks.
+  Block* new_segment(PrivatePool* owner, bool small, vdev::rt::Stream* stream, std::size_t size,
+                     const std::shared_ptr<c10::GatheredContext>& context) {
     const auto reserved = static_cast<std::size_t>(current_aggregate(stats.reserved_bytes));
     void* p = nullptr;
     std::size_t bytes = 0;
@@ -154,7 +221,14 @@ struct DeviceCache::State {
     add_to_stat(stats.reserved_bytes, small, static_cast<std::int64_t>(bytes));
     ++stats.num_device_alloc;
     if (owner != nullptr) ++owner->segments;
-    return new Block{device, stream, small, owner, bytes, static_cast<char*>(p)};
+    auto* b = new Block{device, stream, small, owner, bytes, static_cast<char*>(p)};
+    b->segment = new Segment{b->ptr, bytes, b, context};
+    segments.emplace(b->ptr, b->segment);
+    if (C10_UNLIKELY(history.enabled)) {
+      record(TraceEntry::SEGMENT_ALLOC, reinterpret_cast<std::size_t>(b->ptr), bytes, stream, owner,
+             context);
+    }
+    return b;
   }
 
   // Moves deferred blocks whose fences have all completed back to their pools.
@@ -174,8 +248,15 @@ struct DeviceCache::State {
     deferred.swap(still);
   }
 
-  // Returns a no longer active block to its pool, merging it with free neighbours.
-  void release_to_pool(Block* b) {
+  // Returns a no longer active block to its pool, merging it with free neighbours. `context`: the
+  // freeing stack, if history keeps stacks of frees.
+  void release_to_pool(Block* b, std::shared_ptr<c10::GatheredContext> context = nullptr) {
+    if (C10_UNLIKELY(history.enabled)) {
+      record(TraceEntry::FREE_COMPLETED, reinterpret_cast<std::size_t>(b->ptr), b->requested,
+             b->stream, b->owner, context != nullptr ? std::move(context) : b->context);
+    }
+    b->requested = 0;
+    if (C10_UNLIKELY(b->context != nullptr)) b->context.reset();  // free blocks show no stack
     const std::size_t original = b->size;
     std::int64_t split_blocks = 0, split_bytes = 0;
     for (Block* n : {b->prev, b->next}) {
@@ -186,7 +267,11 @@ struct DeviceCache::State {
       if (n == b->prev) {
         b->ptr = n->ptr;
         b->prev = n->prev;
-        if (b->prev) b->prev->next = b;
+        if (b->prev) {
+          b->prev->next = b;
+        } else {
+          b->segment->head = b;
+        }
       } else {
         b->next = n->next;
         if (b->next) b->next->prev = b;
@@ -238,6 +323,12 @@ struct DeviceCache::State {
         continue;
       }
       it = pool.erase(it);
+      if (C10_UNLIKELY(history.enabled)) {
+        record(TraceEntry::SEGMENT_FREE, reinterpret_cast<std::size_t>(b->ptr), b->size, b->stream,
+               b->owner, b->segment->context);
+      }
+      segments.erase(b->ptr);
+      delete b->segment;
       vdev::rt::device_free(b->ptr);
       add_to_stat(stats.segment, b->small, -1);
       add_to_stat(stats.reserved_bytes, b->small, -static_cast<std::int64_t>(b->size));
@@ -261,7 +352,11 @@ struct DeviceCache::State {
     return true;
   }
 
-  [[noreturn]] void out_of_memory(std::size_t nbytes) {
+  // Raises the out-of-memory error for a request of `nbytes` on `stream`, after recording it
+  // (history, profiler) and calling the observers with `lock` released.
+  [[noreturn]] void out_of_memory(std::unique_lock<std::mutex>& lock, std::size_t nbytes,
+                                  const vdev::rt::Stream& stream, const PrivatePool* owner,
+                                  std::shared_ptr<c10::GatheredContext> context) {
     ++stats.num_ooms;
     const auto [free_bytes, total] = vdev::rt::mem_get_info(device);
     const OutOfMemoryFacts facts{device,
@@ -272,12 +367,28 @@ struct DeviceCache::State {
                                  static_cast<std::size_t>(current_aggregate(stats.reserved_bytes)),
                                  fraction,
                                  allowed()};
-    TORCH_CHECK_WITH(OutOfMemoryError, false, out_of_memory_message(facts));
+    // CUDA's OOM entry carries the device's free bytes where others carry an address.
+    record(TraceEntry::OOM, free_bytes, nbytes, &stream, owner, std::move(context));
+    if (c10::memoryProfilingEnabled()) {
+      c10::reportOutOfMemoryToProfiler(
+          static_cast<std::int64_t>(nbytes), facts.allocated, facts.reserved,
+          c10::Device(c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(device)));
+    }
+    std::string message = out_of_memory_message(facts);
+    const std::size_t limit = fraction < 1.0 ? facts.allowed : total;
+    // Observers may look at the allocator (a snapshot takes the lock), so they run without it;
+    // nothing read below depends on the cache any more.
+    lock.unlock();
+    for (const OutOfMemoryObserver& observer : out_of_memory_observers()) {
+      observer(device, nbytes, limit, free_bytes);
+    }
+    TORCH_CHECK_WITH(OutOfMemoryError, false, message);
   }
 };
 
-DeviceCache::DeviceCache(int device) : s_(std::make_unique<State>()) {
+DeviceCache::DeviceCache(int device, bool (*reclaim)()) : s_(std::make_unique<State>()) {
   s_->device = device;
+  s_->reclaim = reclaim;
   // Device caches are never destroyed (backend/memory/allocator.cpp), so the lock outlives forks.
   vdev::rt::register_fork_lock(&s_->mu, vdev::rt::ForkLockLevel::kAllocators);
 }
@@ -287,28 +398,45 @@ Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {
   State& s = *s_;
   const std::size_t size = block_size_for(nbytes);
   const bool small = size <= kSmallSize;
-  std::unique_lock<std::mutex> lock(s.mu);
-  s.process_deferred();
-  PrivatePool* owner = s.pool_for(stream);
-  Block* b = s.take_free_block(owner, small, &stream, size);
-  if (b == nullptr) b = s.new_segment(owner, small, &stream, size);
-  if (b == nullptr) {
-    // Release the cache and retry once, as CUDA's allocator does.
-    ++s.stats.num_alloc_retries;
-    if (s.wait_then_release_free_segments()) {
-      b = s.new_segment(owner, small, &stream, size);
-    } else {  // exit: a daemon thread parks here, holding nothing
-      lock.unlock();
-      vdev::rt::park_if_stray_at_exit();
-      lock.lock();
-    }
+  std::shared_ptr<c10::GatheredContext> context;
+  if (C10_UNLIKELY(s.recording.load(std::memory_order_relaxed))) {
+    context = s.gather_context(RecordContext::STATE);  // before the lock: it may take the GIL
   }
-  if (b == nullptr) s.out_of_memory(nbytes);
+  std::unique_lock<std::mutex> lock(s.mu);
+  PrivatePool* owner = nullptr;
+  // A cached block, else a new segment, else the same after releasing the cache (as CUDA's
+  // allocator retries).
+  auto attempt = [&]() -> Block* {
+    s.process_deferred();
+    owner = s.pool_for(stream);
+    Block* found = s.take_free_block(owner, small, &stream, size);
+    if (found == nullptr) found = s.new_segment(owner, small, &stream, size, context);
+    if (found == nullptr) {
+      ++s.stats.num_alloc_retries;
+      if (s.wait_then_release_free_segments()) {
+        found = s.new_segment(owner, small, &stream, size, context);
+      } else {  // exit: a daemon thread parks here, holding nothing
+        lock.unlock();
+        vdev::rt::park_if_stray_at_exit();
+        lock.lock();
+      }
+    }
+    return found;
+  };
+  Block* b = attempt();
+  if (b == nullptr && s.reclaim != nullptr) {
+    lock.unlock();
+    const bool freed = s.reclaim();  // frees through free(): without the lock
+    lock.lock();
+    if (freed) b = attempt();
+  }
+  if (b == nullptr) s.out_of_memory(lock, nbytes, stream, owner, std::move(context));
 
   const bool was_split = b->is_split();
   const std::size_t rest = b->size - size;
   if (small ? rest >= kMinBlockSize : rest > kSmallSize) {
     auto* remaining = new Block{s.device, &stream, small, owner, rest, b->ptr + size};
+    remaining->segment = b->segment;
     remaining->prev = b;
     remaining->next = b->next;
     if (remaining->next) remaining->next->prev = remaining;
@@ -332,25 +460,44 @@ Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {
   add_to_stat(s.stats.active, small, 1);
   add_to_stat(s.stats.active_bytes, small, static_cast<std::int64_t>(b->size));
   add_to_stat(s.stats.requested_bytes, small, static_cast<std::int64_t>(nbytes));
+  if (C10_UNLIKELY(s.history.enabled)) {
+    if (s.history.when >= RecordContext::STATE) b->context = context;
+    s.record(TraceEntry::ALLOC, reinterpret_cast<std::size_t>(b->ptr), nbytes, &stream, owner,
+             std::move(context));
+  }
+  if (C10_UNLIKELY(c10::memoryProfilingEnabled())) {
+    s.report_to_profiler(b->ptr, static_cast<std::int64_t>(b->size));
+  }
   return b;
 }
 
 void DeviceCache::free(Block* b) {
   State& s = *s_;
+  std::shared_ptr<c10::GatheredContext> context;
+  if (C10_UNLIKELY(s.recording.load(std::memory_order_relaxed))) {
+    context = s.gather_context(RecordContext::ALL);  // before the lock: it may take the GIL
+  }
   std::lock_guard<std::mutex> lock(s.mu);
   b->allocated = false;
   add_to_stat(s.stats.allocation, b->small, -1);
   add_to_stat(s.stats.allocated_bytes, b->small, -static_cast<std::int64_t>(b->size));
   add_to_stat(s.stats.requested_bytes, b->small, -static_cast<std::int64_t>(b->requested));
-  b->requested = 0;
+  if (C10_UNLIKELY(c10::memoryProfilingEnabled())) {
+    s.report_to_profiler(b->ptr, -static_cast<std::int64_t>(b->size));
+  }
+  if (C10_UNLIKELY(s.history.enabled)) {
+    s.record(TraceEntry::FREE_REQUESTED, reinterpret_cast<std::size_t>(b->ptr), b->requested,
+             b->stream, b->owner, context);
+  }
   if (!b->uses.empty()) {
+    // Still active until its fences complete; `requested` stays for snapshots until then.
     for (vdev::rt::Stream* use : b->uses) b->fences.emplace_back(use, use->enqueued_count());
     b->uses.clear();
-    s.deferred.push_back(b);  // still active until its fences complete
-    s.process_deferred();     // (they may have already)
+    s.deferred.push_back(b);
+    s.process_deferred();  // (they may have completed already)
     return;
   }
-  s.release_to_pool(b);
+  s.release_to_pool(b, std::move(context));
 }
 
 void DeviceCache::record_stream(Block* b, vdev::rt::Stream& stream) {
@@ -374,6 +521,7 @@ void DeviceCache::begin_allocate_to_pool(MempoolId pool, std::uint64_t capture_i
   PrivatePool*& p = s_->private_pools[pool];
   if (p == nullptr) {
     p = new PrivatePool;
+    p->id = pool;
   } else {
     ++p->use_count;  // a pool shared by several graphs (or released and reused)
   }
@@ -424,5 +572,84 @@ void DeviceCache::reset_peak_stats() {
 }
 
 BlockInfo DeviceCache::info(const Block* b) { return {b->ptr, b->size, b->device, b->stream}; }
+
+void DeviceCache::record_history(const HistorySettings& settings) {
+  State& s = *s_;
+  TORCH_CHECK(!settings.enabled || settings.when == RecordContext::NEVER || settings.gather,
+              "record_history: keeping stacks needs a function that gathers them");
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.history = settings;
+  if (!settings.enabled) s.history.when = RecordContext::NEVER;
+  // As CUDA's: stopping drops the entries; blocks keep the stacks they were allocated with.
+  s.trace.configure(settings.max_entries, settings.clear || !settings.enabled);
+  const bool stacks = settings.enabled && settings.when != RecordContext::NEVER;
+  s.gather_fn.store(stacks ? settings.gather : nullptr, std::memory_order_relaxed);
+  s.gather_when.store(static_cast<int>(s.history.when), std::memory_order_relaxed);
+  s.recording.store(settings.enabled, std::memory_order_relaxed);
+}
+
+bool DeviceCache::history_enabled() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return s_->history.enabled;
+}
+
+CacheSnapshot DeviceCache::snapshot(bool include_trace) {
+  State& s = *s_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.process_deferred();  // as stats() does, so that the two agree
+  s.record(TraceEntry::SNAPSHOT, 0,
+           static_cast<std::size_t>(current_aggregate(s.stats.active_bytes)), nullptr, nullptr,
+           nullptr);
+  CacheSnapshot out;
+  out.segments.reserve(s.segments.size());
+  for (const auto& [base, seg] : s.segments) {
+    const Block* head = seg->head;
+    SegmentInfo info;
+    info.device = static_cast<c10::DeviceIndex>(s.device);
+    info.address = reinterpret_cast<std::size_t>(base);
+    info.total_size = seg->size;
+    info.stream = State::stream_key(head->stream);  // every block of a segment has its stream
+    info.is_large = !head->small;
+    info.owner_private_pool_id = head->owner != nullptr ? head->owner->id : c10::MempoolId_t{0, 0};
+    info.context_when_allocated = seg->context;
+    for (const Block* b = head; b != nullptr; b = b->next) {
+      c10::CachingDeviceAllocator::BlockInfo block;
+      block.size = b->size;
+      block.requested_size = b->requested;
+      block.allocated = b->allocated;
+      block.active = b->allocated || !b->fences.empty();  // a deferred free is still active
+      block.context_when_allocated = b->context;
+      if (block.allocated) info.allocated_size += b->size;
+      if (block.active) {
+        info.active_size += b->size;
+        info.requested_size += b->requested;
+      }
+      info.blocks.push_back(std::move(block));
+    }
+    out.segments.push_back(std::move(info));
+  }
+  if (include_trace) out.trace = s.trace.entries();
+  return out;
+}
+
+void DeviceCache::push_compile_context(std::string name) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  s_->compile_context.push_back(std::move(name));
+}
+
+void DeviceCache::pop_compile_context() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  if (!s_->compile_context.empty()) s_->compile_context.pop_back();
+}
+
+void DeviceCache::set_user_metadata(std::string metadata) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  s_->user_metadata = std::move(metadata);
+}
+
+std::string DeviceCache::user_metadata() {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return s_->user_metadata;
+}
 
 }  // namespace vdev::backend

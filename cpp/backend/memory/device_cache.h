@@ -28,13 +28,23 @@
 // an allocation fails: both first wait until no queued work of the device can use them.
 // Statistics follow torch.cuda.memory_stats (c10::CachingDeviceAllocator::DeviceStats).
 //
+// Observation, as CUDA's allocator: while a profile records memory (c10::memoryProfilingEnabled),
+// every allocation and free is reported to it (c10::reportMemoryUsageToProfiler) with the device's
+// totals after the change. While memory history is on (record_history, backend/memory/
+// cache_history.h), allocations, frees, segment allocations and releases and out-of-memory errors
+// are recorded as CUDA's TraceEntry actions, and snapshot() describes every segment and block in
+// CUDA's SegmentInfo / BlockInfo. With neither on, an allocation or free pays one relaxed load and
+// one profiler check.
+//
 // Thread rules: every method is safe from any thread (one mutex per device). Stream workers never
 // allocate or free device memory (queued tasks hold no device Storages), so waiting for the
 // device's streams while holding the mutex cannot deadlock; that wait never parks a thread at
 // interpreter exit (runtime/process.h) while it holds the mutex: a daemon thread in empty_cache or
 // an out-of-memory retry at exit parks only after releasing it, so the exiting thread can still
-// free memory.
-// Ownership: Blocks are owned by their DeviceCache; DeviceCaches live until process exit.
+// free memory. Stacks for the history are gathered before the mutex is taken (gathering takes the
+// GIL), and out-of-memory observers and `reclaim` run after it is released.
+// Ownership: Blocks and segments are owned by their DeviceCache; DeviceCaches live until process
+// exit.
 #pragma once
 
 #include <c10/core/CachingDeviceAllocator.h>
@@ -42,7 +52,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "backend/memory/cache_history.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
@@ -57,9 +70,18 @@ struct BlockInfo {
   const vdev::rt::Stream* stream;
 };
 
+// One device's cache as torch.vdev.memory._snapshot shows it.
+struct CacheSnapshot {
+  std::vector<c10::CachingDeviceAllocator::SegmentInfo> segments;  // by address
+  std::vector<TraceEntry> trace;                                   // oldest first
+};
+
 class DeviceCache {
  public:
-  explicit DeviceCache(int device);
+  // `reclaim`, if given, is called (without the lock) when an allocation would fail even after
+  // the cache was released: it may free blocks held elsewhere (through free()) and returns whether
+  // it did; the allocation is then tried once more before out of memory is declared.
+  explicit DeviceCache(int device, bool (*reclaim)() = nullptr);
   ~DeviceCache();
   DeviceCache(const DeviceCache&) = delete;
   DeviceCache& operator=(const DeviceCache&) = delete;
@@ -87,6 +109,20 @@ class DeviceCache {
   void reset_peak_stats();
 
   static BlockInfo info(const Block* block);
+
+  // Memory history (backend/memory/cache_history.h): starts, changes or stops recording. As on
+  // CUDA, stopping clears the recorded entries; blocks keep the stacks of their allocation.
+  void record_history(const HistorySettings& settings);
+  bool history_enabled();
+  // Every segment with its blocks and the stacks recorded for them and, if `include_trace`, the
+  // recorded history (a "snapshot" entry is recorded first while history is on).
+  CacheSnapshot snapshot(bool include_trace);
+  // Recorded with each trace entry: the innermost compiled region allocating (CUDA's compile
+  // context, "N/A" outside one) and the user's metadata (CUDA's _set_memory_metadata).
+  void push_compile_context(std::string name);
+  void pop_compile_context();
+  void set_user_metadata(std::string metadata);
+  std::string user_metadata();
 
  private:
   struct State;

@@ -5,15 +5,26 @@ device_cache.h``): statistics carry the same keys as ``torch.cuda.memory_stats``
 stay reserved until ``empty_cache``, and allocations beyond a device's capacity
 (``VDEV_DEVICE_MEMORY``) or the per-process fraction raise ``torch.OutOfMemoryError`` after the
 cache was released and the allocation retried.
+
+Memory history and snapshots follow ``torch.cuda.memory``: ``_record_memory_history`` records the
+allocator's actions with their stacks, ``_snapshot`` / ``_dump_snapshot`` / ``memory_snapshot``
+return or save the allocator's state in CUDA's snapshot schema, which ``python -m
+torch.cuda._memory_viz`` and the viewer at https://pytorch.org/memory_viz read unchanged
+(``cpp/backend/memory/memory_history.h``).
 """
 
 from __future__ import annotations
 
+import inspect
+import pickle
+import sys
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch._utils import _augment_memory_snapshot_stack_traces
 
 from torch_vdev import _C
 from torch_vdev.vdev._utils import _get_device_index
@@ -35,6 +46,7 @@ __all__ = [
     "reset_accumulated_memory_stats",
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
+    "memory_snapshot",
 ]
 
 
@@ -224,3 +236,216 @@ def reset_max_memory_cached(device: Any = None) -> None:
     """Deprecated: resets every peak statistic (:func:`reset_peak_memory_stats`), as on CUDA."""
     _renamed("reset_max_memory_cached", "reset_peak_memory_stats")
     reset_peak_memory_stats(device)
+
+
+# c10's RecordContext: which stacks memory history keeps (context=...).
+_CONTEXTS = {None: 0, "state": 1, "alloc": 2, "all": 3}
+# c10's TraceEntry actions, by CUDA's names (skip_actions=...).
+_TRACE_ACTIONS = (
+    "alloc",
+    "free_requested",
+    "free_completed",
+    "segment_alloc",
+    "segment_free",
+    "segment_map",
+    "segment_unmap",
+    "snapshot",
+    "oom",
+)
+
+
+def _check_choice(name: str, value: Any, valid: tuple) -> None:
+    if not any(value is v or (isinstance(value, str) and value == v) for v in valid):
+        choices = ", ".join(repr(v) for v in valid)
+        raise ValueError(f"_record_memory_history: {name}={value!r} is not one of {choices}")
+
+
+def _check_max_entries(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(
+            f"_record_memory_history: max_entries={value!r} must be a positive integer"
+        )
+    return min(value, sys.maxsize)
+
+
+def _check_skip_actions(skip_actions: Any) -> list[str]:
+    if skip_actions is None:
+        return []
+    if isinstance(skip_actions, str):
+        raise ValueError(
+            f"_record_memory_history: skip_actions={skip_actions!r} must be a list of actions, "
+            f"not a string"
+        )
+    actions = list(skip_actions)
+    for action in actions:
+        if action not in _TRACE_ACTIONS:
+            raise ValueError(
+                f"_record_memory_history: skip_actions contains {action!r}, which is not one of "
+                + ", ".join(repr(a) for a in _TRACE_ACTIONS)
+            )
+    return actions
+
+
+def _check_device(device: Any) -> None:
+    index = _index(device, "_record_memory_history")
+    count = _C._get_device_count()
+    if not 0 <= index < count:
+        raise IndexError(
+            f"[_record_memory_history] device index {index} out of range: {count} vdev devices "
+            f"(0..{count - 1})"
+        )
+
+
+def _record_memory_history_impl(
+    enabled: str | None = "all",
+    context: str | None = "all",
+    stacks: str = "all",
+    max_entries: int = sys.maxsize,
+    device: Any = None,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: list[str] | None = None,
+) -> None:
+    _check_choice("enabled", enabled, (None, "state", "all"))
+    _check_choice("context", context, tuple(_CONTEXTS))
+    _check_choice("stacks", stacks, ("python", "all"))
+    max_entries = _check_max_entries(max_entries)
+    actions = _check_skip_actions(skip_actions)
+    if device is not None:
+        _check_device(device)  # history covers every device, as CUDA's
+    on = enabled is not None
+    _C._record_memory_history(
+        on,
+        _CONTEXTS[context] if on else 0,
+        on and context is not None and stacks == "all",
+        max_entries if enabled == "all" else 1,  # "state": no history beyond the newest entry
+        bool(clear_history),
+        bool(compile_context),
+        bool(global_record_annotations),
+        actions,
+    )
+
+
+def _record_memory_history_legacy(
+    enabled: bool,
+    record_context: bool = True,
+    trace_alloc_max_entries: int = 1,
+    trace_alloc_record_context: bool = False,
+    device: Any = None,
+    record_context_cpp: bool = False,
+    clear_history: bool = False,
+    compile_context: bool = False,
+    global_record_annotations: bool = False,
+    skip_actions: list[str] | None = None,
+) -> None:
+    """torch.cuda's older boolean form: ``enabled=True`` records; ``record_context`` keeps stacks
+    with live blocks, ``trace_alloc_record_context`` also with alloc entries."""
+    max_entries = _check_max_entries(trace_alloc_max_entries)
+    actions = _check_skip_actions(skip_actions)
+    if device is not None:
+        _check_device(device)
+    when = 2 if trace_alloc_record_context else (1 if record_context else 0)
+    _C._record_memory_history(
+        bool(enabled),
+        when if enabled else 0,
+        bool(enabled and record_context_cpp and when != 0),
+        max_entries,
+        bool(clear_history),
+        bool(compile_context),
+        bool(global_record_annotations),
+        actions,
+    )
+
+
+def _record_memory_history(enabled: str | None = "all", *args: Any, **kwargs: Any) -> None:
+    """Records the allocator's actions on every vdev device, with the stacks that caused them, as
+    ``torch.cuda.memory._record_memory_history`` does; :func:`_snapshot` returns them.
+
+    Args:
+        enabled: ``None`` stops recording (and drops the recorded actions); ``"state"`` keeps
+            stacks for live blocks only; ``"all"`` also keeps a history of every action (alloc,
+            free_requested, free_completed, segment_alloc, segment_free, oom, snapshot).
+        context: which stacks are kept: ``None`` none, ``"state"`` for live blocks, ``"alloc"``
+            also with each alloc, ``"all"`` also with each free.
+        stacks: ``"python"`` for Python (and TorchScript, Inductor) frames, ``"all"`` for C++
+            frames too.
+        max_entries: the newest actions kept per device.
+        device: checked, as on CUDA the setting applies to every device.
+        clear_history: drop what was recorded before.
+        compile_context: record the innermost ``torch.compile`` region with each action.
+        global_record_annotations: record ``torch.profiler.record_function`` annotations of
+            every thread (by default those of the calling thread).
+        skip_actions: action names not to record.
+
+    ``enabled=True``/``False`` takes torch.cuda's older arguments (``record_context``,
+    ``trace_alloc_max_entries``, ``trace_alloc_record_context``, ``record_context_cpp``, ...).
+    An unknown value raises ``ValueError`` naming it and the valid ones.
+    """
+    if isinstance(enabled, bool):
+        return _record_memory_history_legacy(enabled, *args, **kwargs)
+    return _record_memory_history_impl(enabled, *args, **kwargs)
+
+
+_record_memory_history.__signature__ = inspect.signature(_record_memory_history_impl)  # type: ignore[attr-defined]
+
+
+def _snapshot(device: Any = None, augment_with_fx_traces: bool = False) -> dict[str, Any]:
+    """The allocator's state and recorded history of every vdev device, as the dictionary
+    ``torch.cuda.memory._snapshot`` returns: ``segments`` (each with its ``blocks``),
+    ``device_traces`` (a list of actions per device), ``allocator_settings`` and
+    ``external_annotations``. The segments' sizes add up to ``memory_reserved``, the
+    ``active_allocated`` blocks' to ``memory_allocated`` (``device`` is ignored, as on CUDA)."""
+    s = _C._memory_snapshot(True)
+    if augment_with_fx_traces:
+        s = _augment_memory_snapshot_stack_traces(s)
+    return s
+
+
+def _dump_snapshot(
+    filename: str = "dump_snapshot.pickle", augment_with_fx_traces: bool = False
+) -> None:
+    """Saves :func:`_snapshot` as a pickle, which https://pytorch.org/memory_viz and
+    ``python -m torch.cuda._memory_viz`` open."""
+    s = _snapshot(augment_with_fx_traces=augment_with_fx_traces)
+    with open(filename, "wb") as f:
+        pickle.dump(s, f)
+
+
+def memory_snapshot(mempool_id: tuple[int, int] | None = None, include_traces: bool = True):
+    """The segments of every vdev device (``_snapshot()["segments"]``), or only those of the
+    graph memory pool ``mempool_id``, as ``torch.cuda.memory_snapshot``."""
+    segments = _C._memory_snapshot(bool(include_traces))["segments"]
+    if mempool_id is None:
+        return segments
+    pool = tuple(mempool_id)
+    return [s for s in segments if s["segment_pool_id"] == pool]
+
+
+def _attach_out_of_memory_observer(
+    observer: Callable[[int, int, int, int], None],
+) -> None:
+    """Calls ``observer(device, alloc, device_allocated, device_free)`` whenever an allocation is
+    about to raise ``torch.OutOfMemoryError``, before it is raised (torch.cuda's
+    ``torch._C._cuda_attach_out_of_memory_observer``): ``alloc`` is the size requested,
+    ``device_allocated`` what the process may use on the device, ``device_free`` what the device
+    has free. A snapshot taken there shows the allocator at the failure; an error raised by the
+    observer is reported as unraisable, the allocation raises the out-of-memory error."""
+    if not callable(observer):
+        raise TypeError(
+            f"_attach_out_of_memory_observer: expected a callable, got {type(observer).__name__}"
+        )
+    _C._attach_out_of_memory_observer(observer)
+
+
+def _set_memory_metadata(metadata: str) -> None:
+    """A string recorded with every following action of the current device (an empty string
+    clears it), as ``torch.cuda.memory._set_memory_metadata``."""
+    if not isinstance(metadata, str):
+        raise TypeError(f"_set_memory_metadata: expected a str, got {type(metadata).__name__}")
+    _C._set_memory_metadata(metadata)
+
+
+def _get_memory_metadata() -> str:
+    """The string set by :func:`_set_memory_metadata` for the current device."""
+    return _C._get_memory_metadata()
