@@ -7,7 +7,9 @@ chrome://tracing: the host's operators, one track per vdev stream with the kerne
 waits that ran there, and an arrow from each launch to its kernel) and prints the operators by
 device time. With the memory timeline available (torch.profiler's export_memory_timeline), it also
 writes the memory timeline of vdev:0: OUTDIR/vdev_memory.html when matplotlib is installed (torch
-draws it with matplotlib), else its data as OUTDIR/vdev_memory.json.
+draws it with matplotlib), else its data as OUTDIR/vdev_memory.json; and the allocator's history
+as OUTDIR/vdev_memory_snapshot.pickle, which https://pytorch.org/memory_viz draws (drag the file
+there) as does `python -m torch.cuda._memory_viz trace_plot vdev_memory_snapshot.pickle -o a.html`.
 """
 
 import importlib.util
@@ -38,6 +40,7 @@ def main() -> int:
         opt.step()
         return loss
 
+    torch.vdev.memory._record_memory_history(max_entries=100_000)
     with profile(
         activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
         schedule=schedule(wait=1, warmup=1, active=2),
@@ -49,6 +52,9 @@ def main() -> int:
             loss = step()
             prof.step()
     print(f"loss {loss.item():.4f}")
+    torch.vdev.memory._dump_snapshot(str(out / "vdev_memory_snapshot.pickle"))
+    torch.vdev.memory._record_memory_history(enabled=None)
+    print(f"wrote {out / 'vdev_memory_snapshot.pickle'}")
     print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=12))
     prof.export_chrome_trace(str(out / "vdev_trace.json"))
     print(f"wrote {out / 'vdev_trace.json'}")

@@ -21,3 +21,20 @@ def test_the_profiling_example_writes_a_trace_and_a_memory_timeline(tmp_path):
     assert any(e["name"] == "ac2g" for e in events)  # the flow arrows
     memory = list(tmp_path.glob("vdev_memory.*"))
     assert len(memory) == 1 and memory[0].stat().st_size > 0
+    snapshot = tmp_path / "vdev_memory_snapshot.pickle"
+    plot = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "torch.cuda._memory_viz",
+            "trace_plot",
+            str(snapshot),
+            "-o",
+            str(tmp_path / "trace.html"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert plot.returncode == 0, plot.stderr
+    assert (tmp_path / "trace.html").stat().st_size > 0
