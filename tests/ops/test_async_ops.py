@@ -102,6 +102,9 @@ def test_launch_blocking_reports_the_error_at_the_operation():
 def test_two_streams_run_in_the_order_their_events_define():
     a, b = torch.vdev.Stream(), torch.vdev.Stream()
     x = torch.zeros(1000, device="vdev")
+    # x's zero fill was queued on the current stream: a's add_ is ordered after it, as CUDA code
+    # must order it (unordered, the add_ could read the reused block before the fill).
+    a.wait_stream(torch.vdev.current_stream())
     with gated(a):
         with torch.vdev.stream(a):
             x.add_(1)
