@@ -456,6 +456,23 @@ def test_record_function_annotations_are_recorded():
     assert all(a["device"] == 0 and isinstance(a["time_us"], int) for a in mine)
 
 
+@pytest.mark.parametrize("global_record_annotations", [False, True])
+def test_annotations_of_other_threads_need_global_record_annotations(global_record_annotations):
+    memory._record_memory_history(
+        stacks="python", clear_history=True, global_record_annotations=global_record_annotations
+    )
+
+    def annotate():
+        with record_function("## other thread ##"):
+            pass
+
+    t = threading.Thread(target=annotate)
+    t.start()
+    t.join()
+    names = {a["name"] for a in memory._snapshot()["external_annotations"]}
+    assert ("## other thread ##" in names) == global_record_annotations
+
+
 def test_compile_context_names_the_compiled_region():
     memory._record_memory_history(stacks="python", compile_context=True, clear_history=True)
 
