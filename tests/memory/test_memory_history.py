@@ -86,6 +86,15 @@ def entries(snapshot, device=0, action=None, addr=None):
     return out
 
 
+def block_entries(snapshot, addr, device=0):
+    """The alloc / free entries of the block at `addr` (a segment's entries may share it)."""
+    return [
+        e
+        for e in entries(snapshot, device, addr=addr)
+        if e["action"] in ("alloc", "free_requested", "free_completed")
+    ]
+
+
 def block_at(snapshot, addr):
     for seg in snapshot["segments"]:
         for b in seg["blocks"]:
@@ -300,19 +309,18 @@ def test_a_free_while_another_stream_uses_the_block_completes_after_that_work():
         del x
         torch.vdev.memory_stats()  # looks at the deferred frees: this one must stay
         held = memory._snapshot()
-        assert [e["action"] for e in entries(held, addr=addr)] == ["alloc", "free_requested"]
+        assert [e["action"] for e in block_entries(held, addr)] == ["alloc", "free_requested"]
         assert block_at(held, addr)["state"] == "active_pending_free"
         assert block_at(held, addr)["requested_size"] == 2048 * 4
         check_sizes_agree_with_statistics(held)
         replay_like_memory_viz(held)
     side.synchronize()
     done = memory._snapshot()
-    actions = [e["action"] for e in entries(done, addr=addr)]
-    assert actions[:3] == ["alloc", "free_requested", "free_completed"]
-    first_done = entries(done, addr=addr)[2]
-    assert first_done["time_us"] >= entries(done, addr=addr)[1]["time_us"]
-    assert first_done["size"] == 2048 * 4
-    assert "test_a_free_while" in " ".join(frame_names(entries(done, addr=addr)[1]["frames"]))
+    mine = block_entries(done, addr)
+    assert [e["action"] for e in mine[:3]] == ["alloc", "free_requested", "free_completed"]
+    assert mine[2]["time_us"] >= mine[1]["time_us"]
+    assert mine[2]["size"] == 2048 * 4
+    assert "test_a_free_while" in " ".join(frame_names(mine[1]["frames"]))
     assert block_at(done, addr) is None or block_at(done, addr)["state"] == "inactive"
     check_sizes_agree_with_statistics(done)
     replay_like_memory_viz(done)
@@ -446,6 +454,23 @@ def test_record_function_annotations_are_recorded():
     mine = [a for a in annotations if a["name"] == "## phase ##"]
     assert [a["stage"] for a in mine] == ["START", "END"]
     assert all(a["device"] == 0 and isinstance(a["time_us"], int) for a in mine)
+
+
+@pytest.mark.parametrize("global_record_annotations", [False, True])
+def test_annotations_of_other_threads_need_global_record_annotations(global_record_annotations):
+    memory._record_memory_history(
+        stacks="python", clear_history=True, global_record_annotations=global_record_annotations
+    )
+
+    def annotate():
+        with record_function("## other thread ##"):
+            pass
+
+    t = threading.Thread(target=annotate)
+    t.start()
+    t.join()
+    names = {a["name"] for a in memory._snapshot()["external_annotations"]}
+    assert ("## other thread ##" in names) == global_record_annotations
 
 
 def test_compile_context_names_the_compiled_region():

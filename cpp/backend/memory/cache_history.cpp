@@ -5,6 +5,8 @@
 #include <mutex>
 #include <utility>
 
+#include "runtime/process.h"
+
 namespace vdev::backend {
 
 void TraceRing::configure(std::size_t max_entries, bool clear_entries) {
@@ -57,7 +59,10 @@ struct Observers {
 };
 
 Observers& observers() {
-  static auto* o = new Observers;  // leaked: an allocation may fail during interpreter teardown
+  // Leaked (an allocation may fail during interpreter teardown); a leaf lock for fork: it is taken
+  // with no allocator lock held and holds nothing else.
+  static auto* o =
+      vdev::rt::new_leaked_with_fork_lock<Observers>(vdev::rt::ForkLockLevel::kBackendLeaves);
   return *o;
 }
 

@@ -15,6 +15,7 @@
 #include "backend/memory/allocator.h"
 #include "backend/memory/device_cache.h"
 #include "runtime/device.h"
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
@@ -44,7 +45,10 @@ struct History {
 };
 
 History& history() {
-  static auto* h = new History;  // leaked: record_function callbacks may run during teardown
+  // Leaked (record_function callbacks may run during teardown); a leaf lock for fork: nothing is
+  // locked while it is held.
+  static auto* h =
+      vdev::rt::new_leaked_with_fork_lock<History>(vdev::rt::ForkLockLevel::kBackendLeaves);
   return *h;
 }
 
