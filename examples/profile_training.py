@@ -6,13 +6,12 @@ Writes OUTDIR/vdev_trace.json (a chrome trace: open it in https://ui.perfetto.de
 chrome://tracing: the host's operators, one track per vdev stream with the kernels, copies and
 waits that ran there, and an arrow from each launch to its kernel) and prints the operators by
 device time. With the memory timeline available (torch.profiler's export_memory_timeline), it also
-writes the memory timeline of vdev:0: OUTDIR/vdev_memory.html when matplotlib is installed (torch
-draws it with matplotlib), else its data as OUTDIR/vdev_memory.json; and the allocator's history
+writes the memory timeline of vdev:0 as OUTDIR/vdev_memory.json (torch's HTML form reads CUDA's
+peak statistics, so it works on CUDA only); and the allocator's history
 as OUTDIR/vdev_memory_snapshot.pickle, which https://pytorch.org/memory_viz draws (drag the file
 there) as does `python -m torch.cuda._memory_viz trace_plot vdev_memory_snapshot.pickle -o a.html`.
 """
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -58,8 +57,7 @@ def main() -> int:
     print(prof.key_averages().table(sort_by="self_device_time_total", row_limit=12))
     prof.export_chrome_trace(str(out / "vdev_trace.json"))
     print(f"wrote {out / 'vdev_trace.json'}")
-    suffix = ".html" if importlib.util.find_spec("matplotlib") else ".json"
-    memory = out / f"vdev_memory{suffix}"
+    memory = out / "vdev_memory.json"
     try:
         prof.export_memory_timeline(str(memory), device="vdev:0")
         print(f"wrote {memory}")
