@@ -250,10 +250,11 @@ struct DeviceCache::State {
 
   // Returns a no longer active block to its pool, merging it with free neighbours. `context`: the
   // freeing stack, if history keeps stacks of frees.
-  void release_to_pool(Block* b, std::shared_ptr<c10::GatheredContext> context = nullptr) {
+  void release_to_pool(Block* b, std::shared_ptr<c10::GatheredContext>* context = nullptr) {
     if (C10_UNLIKELY(history.enabled)) {
       record(TraceEntry::FREE_COMPLETED, reinterpret_cast<std::size_t>(b->ptr), b->requested,
-             b->stream, b->owner, context != nullptr ? std::move(context) : b->context);
+             b->stream, b->owner,
+             context != nullptr && *context != nullptr ? std::move(*context) : b->context);
     }
     b->requested = 0;
     if (C10_UNLIKELY(b->context != nullptr)) b->context.reset();  // free blocks show no stack
@@ -352,6 +353,37 @@ struct DeviceCache::State {
     return true;
   }
 
+  // A block when no cached one fits: a new segment, else one after releasing the cache (as CUDA's
+  // allocator retries), else the same after `reclaim` freed memory held elsewhere; null if none.
+  // May release `lock` meanwhile; `owner` is then recomputed. Kept out of allocate's cached path.
+  Block* allocate_uncached(std::unique_lock<std::mutex>& lock, PrivatePool*& owner, bool small,
+                           vdev::rt::Stream& stream, std::size_t size,
+                           const std::shared_ptr<c10::GatheredContext>& context) {
+    for (bool reclaimed = false;;) {
+      Block* b = new_segment(owner, small, &stream, size, context);
+      if (b != nullptr) return b;
+      ++stats.num_alloc_retries;
+      if (wait_then_release_free_segments()) {
+        b = new_segment(owner, small, &stream, size, context);
+        if (b != nullptr) return b;
+      } else {  // exit: a daemon thread parks here, holding nothing
+        lock.unlock();
+        vdev::rt::park_if_stray_at_exit();
+        lock.lock();
+      }
+      if (reclaimed || reclaim == nullptr) return nullptr;
+      lock.unlock();
+      const bool freed = reclaim();  // frees through free(): without the lock
+      lock.lock();
+      if (!freed) return nullptr;
+      reclaimed = true;
+      process_deferred();
+      owner = pool_for(stream);
+      b = take_free_block(owner, small, &stream, size);
+      if (b != nullptr) return b;
+    }
+  }
+
   // Raises the out-of-memory error for a request of `nbytes` on `stream`, after recording it
   // (history, profiler) and calling the observers with `lock` released.
   [[noreturn]] void out_of_memory(std::unique_lock<std::mutex>& lock, std::size_t nbytes,
@@ -403,33 +435,11 @@ Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {
     context = s.gather_context(RecordContext::STATE);  // before the lock: it may take the GIL
   }
   std::unique_lock<std::mutex> lock(s.mu);
-  PrivatePool* owner = nullptr;
-  // A cached block, else a new segment, else the same after releasing the cache (as CUDA's
-  // allocator retries).
-  auto attempt = [&]() -> Block* {
-    s.process_deferred();
-    owner = s.pool_for(stream);
-    Block* found = s.take_free_block(owner, small, &stream, size);
-    if (found == nullptr) found = s.new_segment(owner, small, &stream, size, context);
-    if (found == nullptr) {
-      ++s.stats.num_alloc_retries;
-      if (s.wait_then_release_free_segments()) {
-        found = s.new_segment(owner, small, &stream, size, context);
-      } else {  // exit: a daemon thread parks here, holding nothing
-        lock.unlock();
-        vdev::rt::park_if_stray_at_exit();
-        lock.lock();
-      }
-    }
-    return found;
-  };
-  Block* b = attempt();
-  if (b == nullptr && s.reclaim != nullptr) {
-    lock.unlock();
-    const bool freed = s.reclaim();  // frees through free(): without the lock
-    lock.lock();
-    if (freed) b = attempt();
-  }
+  s.process_deferred();
+  PrivatePool* owner = s.pool_for(stream);
+  Block* b = s.take_free_block(owner, small, &stream, size);
+  if (C10_UNLIKELY(b == nullptr))
+    b = s.allocate_uncached(lock, owner, small, stream, size, context);
   if (b == nullptr) s.out_of_memory(lock, nbytes, stream, owner, std::move(context));
 
   const bool was_split = b->is_split();
@@ -497,7 +507,7 @@ void DeviceCache::free(Block* b) {
     s.process_deferred();  // (they may have completed already)
     return;
   }
-  s.release_to_pool(b, std::move(context));
+  s.release_to_pool(b, &context);
 }
 
 void DeviceCache::record_stream(Block* b, vdev::rt::Stream& stream) {
