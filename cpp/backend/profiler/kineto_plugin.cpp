@@ -105,6 +105,21 @@ std::string device_name(const vdev::rt::TaskRecord& r) {
   }
 }
 
+// An activity on track (`pid`, `tid`) from `start` to `end`, linked to the host operator `op`.
+libkineto::GenericTraceActivity make_activity(ActivityType type, const std::string& name,
+                                              int32_t pid, int32_t tid, int64_t start, int64_t end,
+                                              const libkineto::ITraceActivity* op) {
+  static const libkineto::TraceSpan kSpan(0, 0, "vdev");
+  libkineto::GenericTraceActivity a(kSpan, type, name);
+  a.device = pid;
+  a.resource = tid;
+  a.threadId = tid;
+  a.startTime = start;
+  a.endTime = end;
+  a.linked = op;
+  return a;
+}
+
 class VdevSession final : public libkineto::IActivityProfilerSession {
  public:
   void start() override {
@@ -127,7 +142,6 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
   void processTrace(libkineto::ActivityLogger& logger,
                     libkineto::getLinkedActivityCallback linked_activity, int64_t start_time,
                     int64_t end_time) override {
-    static const libkineto::TraceSpan kSpan(0, 0, "vdev");
     auto linked = [&](std::uint64_t corr) -> const libkineto::ITraceActivity* {
       return corr == 0 ? nullptr : linked_activity(static_cast<int32_t>(corr));
     };
@@ -141,15 +155,10 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
         continue;
       }
       // The launch, on the host thread that queued the task.
-      libkineto::GenericTraceActivity launch(kSpan, ActivityType::PRIVATEUSE1_RUNTIME,
-                                             launch_name(r.tag.kind));
-      launch.device = pid;
-      launch.resource = static_cast<int32_t>(r.host_thread);
-      launch.threadId = static_cast<int32_t>(r.host_thread);
-      launch.startTime = r.launch_ns;
-      launch.endTime = r.launch_end_ns;
+      libkineto::GenericTraceActivity launch =
+          make_activity(ActivityType::PRIVATEUSE1_RUNTIME, launch_name(r.tag.kind), pid,
+                        static_cast<int32_t>(r.host_thread), r.launch_ns, r.launch_end_ns, op);
       launch.id = static_cast<int32_t>(r.launch_id);
-      launch.linked = op;
       if (on_device) {
         launch.flow.id = r.launch_id;
         launch.flow.type = libkineto::kLinkAsyncCpuGpu;
@@ -161,13 +170,9 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
     }
 
     for (const vdev::rt::HostCallRecord& h : records_.host_calls) {
-      libkineto::GenericTraceActivity call(kSpan, ActivityType::PRIVATEUSE1_RUNTIME, h.name);
-      call.device = pid;
-      call.resource = static_cast<int32_t>(h.host_thread);
-      call.threadId = static_cast<int32_t>(h.host_thread);
-      call.startTime = h.start_ns;
-      call.endTime = h.end_ns;
-      call.linked = linked(h.correlation);
+      libkineto::GenericTraceActivity call = make_activity(
+          ActivityType::PRIVATEUSE1_RUNTIME, h.name, pid, static_cast<int32_t>(h.host_thread),
+          h.start_ns, h.end_ns, linked(h.correlation));
       if (h.device >= 0) call.addMetadata("device", h.device);
       if (h.stream >= 0) call.addMetadata("stream", h.stream);
       logger.handleGenericActivity(call);
@@ -203,15 +208,10 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
   // The task on its device's stream; `op` is the host operator that launched it.
   void log_device_activity(libkineto::ActivityLogger& logger, const vdev::rt::TaskRecord& r,
                            const libkineto::ITraceActivity* op) {
-    static const libkineto::TraceSpan kSpan(0, 0, "vdev");
-    libkineto::GenericTraceActivity task(kSpan, device_type(r.tag.kind), device_name(r));
-    task.device = r.device;
-    task.resource = static_cast<int32_t>(r.stream);
-    task.threadId = static_cast<int32_t>(r.stream);
-    task.startTime = r.start_ns;
-    task.endTime = r.end_ns;
+    libkineto::GenericTraceActivity task =
+        make_activity(device_type(r.tag.kind), device_name(r), r.device,
+                      static_cast<int32_t>(r.stream), r.start_ns, r.end_ns, op);
     task.id = static_cast<int32_t>(r.launch_id);
-    task.linked = op;
     task.flow.id = r.launch_id;
     task.flow.type = libkineto::kLinkAsyncCpuGpu;
     task.flow.start = 0;
