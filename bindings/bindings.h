@@ -15,5 +15,6 @@ void bind_random(nanobind::module_& m);
 void bind_distributed(nanobind::module_& m);
 void bind_compile(nanobind::module_& m);
 void bind_graphs(nanobind::module_& m);
+void bind_sanitizer(nanobind::module_& m);
 
 }  // namespace vdev::bindings

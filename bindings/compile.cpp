@@ -18,7 +18,9 @@
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/compile/launch_arguments.h"
+#include "backend/sanitizer/settings.h"
 #include "bindings/bindings.h"
+#include "bindings/sanitizer_errors.h"
 
 namespace nb = nanobind;
 
@@ -47,7 +49,8 @@ void init_tensor_access() {
 class CompiledKernel {
  public:
   // `entry`: the address of the kernel's vdev_kernel_entry trampoline; `kinds`: one letter per
-  // argument, 'p' buffer pointer, 'i' int64_t, 'f' float; `name`: the kernel's name.
+  // argument, 'p' / 'P' buffer pointer read / written, 'i' int64_t, 'f' float; `name`: the kernel's
+  // name.
   CompiledKernel(std::uintptr_t entry, std::string kinds, const std::string& name)
       : signature_(entry, std::move(kinds), name) {
     init_tensor_access();
@@ -64,6 +67,7 @@ class CompiledKernel {
       PyObject* arg = args[i].ptr();
       switch (kinds[i]) {
         case 'p':
+        case 'P':
           add_buffer(launch, arg, i);
           break;
         case 'i': {
@@ -80,6 +84,8 @@ class CompiledKernel {
         }
       }
     }
+    // The stream sanitizer sees the kernel's buffers (backend/sanitizer/stream_sanitizer.h).
+    if (backend::sanitizing_accesses()) sanitize_kernel_buffers(signature_, args.ptr());
     nb::gil_scoped_release no_gil;  // VDEV_LAUNCH_BLOCKING waits for the kernel
     std::move(launch).launch();
   }

@@ -17,4 +17,5 @@ NB_MODULE(_C, m) {
   vdev::bindings::bind_distributed(m);
   vdev::bindings::bind_compile(m);
   vdev::bindings::bind_graphs(m);
+  vdev::bindings::bind_sanitizer(m);
 }

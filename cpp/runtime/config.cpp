@@ -10,6 +10,7 @@
 #include <limits>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "runtime/errors.h"
 
@@ -108,6 +109,9 @@ const Loaded& loaded() {
       if (const char* v = std::getenv("VDEV_DEVICE_THREADS")) {
         l.config.device_threads = parse_thread_count(v, "VDEV_DEVICE_THREADS");
       }
+      if (const char* v = std::getenv("VDEV_SANITIZER")) {
+        l.config.sanitizer = parse_sanitizer_flags(v, "VDEV_SANITIZER");
+      }
       check_address_space(l.config);
     } catch (const std::exception& e) {
       l.error = e.what();
@@ -118,6 +122,35 @@ const Loaded& loaded() {
 }
 
 }  // namespace
+
+unsigned parse_sanitizer_flags(const std::string& text, const char* what) {
+  static constexpr std::pair<const char*, unsigned> kNames[] = {{"streams", kSanitizeStreams},
+                                                                {"init", kSanitizeInit},
+                                                                {"poison", kSanitizePoison},
+                                                                {"warn", kSanitizeWarn}};
+  unsigned flags = 0;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    std::size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string name = trim(text.substr(begin, end - begin));
+    if (!name.empty()) {
+      unsigned bit = 0;
+      for (const auto& [n, b] : kNames) {
+        if (name == n) bit = b;
+      }
+      if (bit == 0) {
+        fail<std::invalid_argument>("config", what, "='", text, "' is not valid: unknown tool '",
+                                    name,
+                                    "'; expected a comma-separated list of streams, init, poison "
+                                    "and warn");
+      }
+      flags |= bit;
+    }
+    begin = end + 1;
+  }
+  return flags;
+}
 
 int parse_device_count(const std::string& text, const char* what) {
   return parse_count(text, what, kMaxDevices, "device count");

@@ -11,6 +11,9 @@
 //                       1..kMaxDeviceThreads (default: the cores this process may use minus one,
 //                       at least 1: one core stays with the host thread, which runs ahead of the
 //                       device as a GPU's host does)
+//   VDEV_SANITIZER      the bug finders on from the start (backend/sanitizer/): a comma-separated
+//                       list of streams, init, poison, and warn (report and go on instead of
+//                       raising); empty or unset: none
 //
 // The environment is read on the first call to config() and never again. A malformed value does
 // not throw at load time: config() throws std::runtime_error naming the variable and the value on
@@ -37,6 +40,15 @@ struct Config {
   std::size_t device_memory;  // capacity of each device, in bytes
   bool launch_blocking;       // VDEV_LAUNCH_BLOCKING=1: every enqueue waits for its task
   int device_threads;         // intra-op threads of a stream worker's kernels
+  unsigned sanitizer = 0;     // VDEV_SANITIZER: SanitizerFlag bits
+};
+
+// The bug finders VDEV_SANITIZER names (backend/sanitizer/settings.h).
+enum SanitizerFlag : unsigned {
+  kSanitizeStreams = 1U,  // "streams": unordered accesses of two streams
+  kSanitizeInit = 2U,     // "init": reads of bytes never written since allocation
+  kSanitizePoison = 4U,   // "poison": fresh and freed blocks filled with 0xFF bytes (NaN)
+  kSanitizeWarn = 8U,     // "warn": report and go on
 };
 
 // The validated configuration; throws std::runtime_error if the environment is malformed.
@@ -49,6 +61,8 @@ VDEV_RT_API const std::optional<std::string>& config_error() noexcept;
 VDEV_RT_API int parse_device_count(const std::string& text, const char* what);
 VDEV_RT_API std::size_t parse_memory_size(const std::string& text, const char* what);
 VDEV_RT_API int parse_thread_count(const std::string& text, const char* what);
+// "streams,init" -> SanitizerFlag bits; an unknown name throws naming it and the valid ones.
+VDEV_RT_API unsigned parse_sanitizer_flags(const std::string& text, const char* what);
 
 // The default of VDEV_DEVICE_THREADS: the CPUs in this process's affinity mask minus one, at
 // least 1.

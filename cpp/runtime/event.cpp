@@ -11,6 +11,7 @@
 
 #include "runtime/capture.h"
 #include "runtime/errors.h"
+#include "runtime/happens_before.h"
 #include "runtime/process.h"
 #include "runtime/task_trace.h"
 
@@ -27,6 +28,8 @@ struct Mark {
   // dependency inside the capture while it lasts, and inert once it has ended.
   std::shared_ptr<Capture> capture;
   CaptureClock clock;
+  // The recording stream's happens-before clock (runtime/happens_before.h), while tracked.
+  hb::ClockPtr hb_clock;
 
   void complete(std::optional<std::pair<ErrorKind, std::string>> err) {
     {
@@ -81,6 +84,7 @@ void Event::record(Stream& stream) {
     mark->clock = detail::mark_clock(*c, stream);
     mark->capture = std::move(c);
   } else {
+    mark->hb_clock = hb::clock_of(stream);
     Stream* s = &stream;
     stream.enqueue(
         "record_event", [mark, s] { mark->complete(s->peek_error()); },
@@ -106,7 +110,9 @@ bool Event::query() const {
   auto m = latest();
   if (m == nullptr) return true;
   if (captured_mark_is_inert(*m, "Event.query")) return true;
-  return m->done.load(std::memory_order_acquire);
+  const bool done = m->done.load(std::memory_order_acquire);
+  if (done) hb::host_learns(m->hb_clock);
+  return done;
 }
 
 void Event::synchronize() const {
@@ -118,6 +124,7 @@ void Event::synchronize() const {
   if (start != 0) report_host_call("vdevEventSynchronize", -1, -1, start);
   park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
   if (!done) fail<std::runtime_error>("synchronize_event", "the vdev runtime is shutting down");
+  hb::host_learns(m->hb_clock);
   if (m->error) {
     throw_error(m->error->first, detail::cat("[synchronize_event] event recorded after a failed "
                                              "operation: ",
@@ -168,6 +175,7 @@ void Event::block(Stream& stream) const {
         }
       },
       TaskTag{TaskKind::kEventWait});
+  hb::stream_learns(stream, m->hb_clock);
 }
 
 double Event::elapsed_ms(const Event& end) const {

@@ -10,6 +10,7 @@
 #include "runtime/config.h"
 #include "runtime/errors.h"
 #include "runtime/fault_injection.h"
+#include "runtime/happens_before.h"
 #include "runtime/process.h"
 #include "runtime/task_trace.h"
 
@@ -131,11 +132,22 @@ void Stream::enqueue(const char* name, TaskFn fn, TaskTag tag) {
   if (config().launch_blocking) synchronize();  // errors surface at the operation itself
 }
 
-bool Stream::query() const noexcept { return completed_.load() == enqueued_.load(); }
+bool Stream::query() const noexcept {
+  if (!hb::tracking()) return completed_.load() == enqueued_.load();
+  hb::ClockPtr clock;  // taken before looking: what a true answer covers
+  try {
+    clock = hb::clock_of(*this);
+  } catch (...) {  // out of memory: the answer still stands, the edge is lost
+  }
+  const bool done = completed_.load() == enqueued_.load();
+  if (done) hb::host_learns(clock);
+  return done;
+}
 
 void Stream::synchronize() {
   check_not_forked("synchronize");
   check_not_capturing("synchronize");
+  const hb::ClockPtr clock = hb::clock_of(*this);  // null unless the sanitizer tracks
   const std::uint64_t target = enqueued_.load();
   const std::int64_t start = task_tracing() ? trace_clock_ns() : 0;
   wait_for(target);
@@ -145,6 +157,7 @@ void Stream::synchronize() {
                              "the vdev runtime is shutting down: work queued on vdev:", device_,
                              " stream ", id_, " was abandoned");
   }
+  hb::host_learns(clock);
   std::unique_lock<std::mutex> lock(mu_);
   throw_pending_error_locked(lock);
 }

@@ -13,6 +13,7 @@
 #include "runtime/config.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
+#include "runtime/happens_before.h"
 #include "runtime/process.h"
 #include "runtime/task_trace.h"
 
@@ -168,6 +169,18 @@ void synchronize_device(int device) {
   if (kind) throw_error(*kind, message);
 }
 
+namespace {
+// A device-wide wait (the caching allocator's before it releases memory, as cudaFree synchronizes
+// the device) orders what follows after the device's work, for the stream sanitizer too.
+hb::ClockPtr clock_before_wait(const Stream& s) noexcept {
+  try {
+    return hb::clock_of(s);
+  } catch (...) {  // out of memory: the edge is lost (a missed report, never a false one)
+    return nullptr;
+  }
+}
+}  // namespace
+
 void wait_device_idle(int device) noexcept {
   DeviceStreams* ds = nullptr;
   try {
@@ -175,7 +188,11 @@ void wait_device_idle(int device) noexcept {
   } catch (...) {
     return;
   }
-  ds->for_each([](Stream* s) { s->wait_for(s->enqueued_count()); });
+  ds->for_each([](Stream* s) {
+    const hb::ClockPtr clock = clock_before_wait(*s);
+    s->wait_for(s->enqueued_count());
+    hb::host_learns(clock);
+  });
 }
 
 bool wait_device_idle_unless_stopping(int device) noexcept {
@@ -185,7 +202,11 @@ bool wait_device_idle_unless_stopping(int device) noexcept {
   } catch (...) {
     return !stopping();
   }
-  ds->for_each([](Stream* s) { s->wait_for(s->enqueued_count(), /*park_strays=*/false); });
+  ds->for_each([](Stream* s) {
+    const hb::ClockPtr clock = clock_before_wait(*s);
+    s->wait_for(s->enqueued_count(), /*park_strays=*/false);
+    hb::host_learns(clock);
+  });
   return !stopping();
 }
 

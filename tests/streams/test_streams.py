@@ -214,19 +214,25 @@ def test_blocking_copy_waits_only_for_its_own_stream():
         assert gate.waiting() == 1
 
 
-def test_non_blocking_host_to_device_returns_before_the_copy_and_snapshots_pageable_source():
+def test_non_blocking_host_to_device_from_pinned_memory_returns_before_the_copy():
     s = torch.vdev.current_stream()
-    src = torch.arange(1000.0)
-    dst = torch.zeros(1000, device="vdev")
     pinned = torch.arange(1000.0).pin_memory()
-    dst2 = torch.zeros(1000, device="vdev")
+    dst = torch.zeros(1000, device="vdev")
     with gated(s):
-        dst.copy_(src, non_blocking=True)
-        dst2.copy_(pinned, non_blocking=True)
-        src.fill_(-1)  # pageable source reused at once: the copy saw the old values
+        dst.copy_(pinned, non_blocking=True)
         assert not s.query()
     assert dst.cpu().tolist() == list(range(1000))
-    assert dst2.cpu().tolist() == list(range(1000))
+
+
+def test_non_blocking_host_to_device_from_pageable_memory_is_synchronous_as_on_cuda():
+    # CUDA synchronizes the stream before a copy from pageable memory, so the copy has happened
+    # when the call returns: the source may be reused at once. The sync debug mode reports the
+    # hidden wait (tests/streams/test_sync_debug.py).
+    src = torch.arange(1000.0)
+    dst = torch.zeros(1000, device="vdev")
+    dst.copy_(src, non_blocking=True)
+    src.fill_(-1)
+    assert dst.cpu().tolist() == list(range(1000))
 
 
 def test_non_blocking_device_to_host_into_pinned_memory_returns_early():

@@ -75,14 +75,49 @@ def test_queued_work_and_explicit_waits_are_not_reported():
         y.add_(torch.tensor(1.0))  # a 0-dim CPU tensor is a scalar argument
         pinned.copy_(x, non_blocking=True)
         x.to("cpu", non_blocking=True)  # into pinned memory it allocates
-        # Into pageable memory: the copy completes before it returns, but CUDA does not report it.
-        torch.empty(64).copy_(x, non_blocking=True)
         x.copy_(pinned, non_blocking=True)
         event.record()
         event.synchronize()  # explicit waits: never reported, as on CUDA
         torch.vdev.synchronize()
 
     assert sync_warnings(body) == []
+
+
+def test_non_blocking_copies_that_wait_in_fact_are_reported_too():
+    # On CUDA as on vdev a non_blocking copy whose host side is pageable (or pinned with gaps,
+    # which CUDA stages through a pageable contiguous copy) waits for the stream; CUDA's debug
+    # mode does not report it (large projects patch PyTorch to catch it), vdev's does.
+    x = torch.arange(64.0, device=DEV)
+    pageable = torch.arange(64.0)
+    gappy = torch.zeros(128, pin_memory=True)[::2]
+    assert gappy.is_pinned() and not gappy.is_contiguous()
+    reports = sync_warnings(
+        lambda: (
+            x.copy_(pageable, non_blocking=True),
+            torch.empty(64).copy_(x, non_blocking=True),
+            torch.empty(64, device=DEV).copy_(gappy, non_blocking=True),
+            gappy.copy_(x, non_blocking=True),
+        )
+    )
+    assert [r.split(",")[0] for r in reports] == [
+        "copy_ from pageable (or non-dense) host memory to device",
+        "copy_ from device to pageable (or non-dense) host memory",
+        "copy_ from pageable (or non-dense) host memory to device",
+        "copy_ from device to pageable (or non-dense) host memory",
+    ]
+    assert all("non_blocking=True: synchronous in fact" in r for r in reports)
+    assert gappy.tolist() == list(range(64))  # the copies happened at the calls
+
+
+def test_error_mode_refuses_a_hidden_wait_before_waiting():
+    x = torch.arange(5.0, device=DEV)
+    with gated(torch.vdev.current_stream()) as gate:
+        wait_until_blocked(gate)
+        torch.vdev.set_sync_debug_mode("error")
+        with pytest.raises(RuntimeError, match="pageable .* non_blocking=True: synchronous in fact"):
+            x.copy_(torch.ones(5), non_blocking=True)  # would wait for the gate forever
+        torch.vdev.set_sync_debug_mode(0)
+    assert x.tolist() == [0, 1, 2, 3, 4]  # refused: nothing copied
 
 
 def test_error_mode_raises_before_waiting_and_loses_nothing():

@@ -22,9 +22,9 @@ KernelSignature::KernelSignature(std::uintptr_t entry, std::string kinds, const 
       name_(kernel_task_name(name)) {
   if (entry == 0) rt::fail<std::invalid_argument>("_CompiledKernel", "null entry for ", name);
   for (char k : kinds_) {
-    if (k != 'p' && k != 'i' && k != 'f') {
+    if (k != 'p' && k != 'P' && k != 'i' && k != 'f') {
       rt::fail<std::invalid_argument>("_CompiledKernel", "bad argument kind '", std::string(1, k),
-                                      "' for ", name, " (p, i or f)");
+                                      "' for ", name, " (p, P, i or f)");
     }
   }
 }

@@ -25,7 +25,8 @@
 namespace vdev::backend {
 
 // What a generated kernel takes: its vdev_kernel_entry trampoline and one kind per argument,
-// 'p' a buffer pointer, 'i' an int64_t, 'f' a floating-point scalar
+// 'p' a buffer pointer the kernel only reads (Inductor's const in_ptr), 'P' one it writes (out_ptr,
+// in_out_ptr), 'i' an int64_t, 'f' a floating-point scalar
 // (python/torch_vdev/compile/kernels.py writes them).
 class VDEV_BACKEND_API KernelSignature {
  public:

@@ -4,6 +4,7 @@
 
 #include "backend/device/hooks.h"
 #include "backend/memory/host_allocator.h"
+#include "backend/sanitizer/settings.h"
 
 namespace vdev::backend {
 
@@ -12,6 +13,7 @@ void init_backend() {
   std::call_once(once, [] {
     register_hooks();
     register_host_allocator();
+    enable_sanitizer_from_config();
   });
 }
 

@@ -23,6 +23,7 @@
 #include "backend/common/vdev_device.h"
 #include "backend/distributed/comm_work.h"
 #include "backend/memory/allocator.h"
+#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/event.h"
 
 namespace vdev::backend {
@@ -216,6 +217,26 @@ vdev::rt::TaskTag collective_tag(const std::vector<std::vector<AliasSpec>>& args
     }
   }
   return vdev::rt::TaskTag{vdev::rt::TaskKind::kCollective, bytes};
+}
+
+// What a collective reads and writes, for the stream sanitizer: its outputs (what its Work holds)
+// are written (reductions in place read them first), every other tensor is read.
+std::vector<TensorUse> collective_uses(c10d::OpType type,
+                                       const std::vector<std::vector<at::Tensor>>& args,
+                                       const std::vector<at::Tensor>& outputs) {
+  const bool in_place_reduction = type == c10d::OpType::ALLREDUCE || type == c10d::OpType::REDUCE ||
+                                  type == c10d::OpType::ALLREDUCE_COALESCED;
+  std::vector<TensorUse> uses;
+  for (const auto& list : args) {
+    for (const at::Tensor& t : list) {
+      const bool output = std::any_of(outputs.begin(), outputs.end(), [&](const at::Tensor& o) {
+        return o.unsafeGetTensorImpl() == t.unsafeGetTensorImpl();
+      });
+      uses.push_back({t, !output ? Access::kRead
+                                 : (in_place_reduction ? Access::kReadWrite : Access::kWrite)});
+    }
+  }
+  return uses;
 }
 
 std::vector<std::vector<AliasSpec>> alias_specs(const std::vector<std::vector<at::Tensor>>& lists) {
@@ -455,7 +476,8 @@ c10::intrusive_ptr<c10d::Work> CommBackend::submit(Submission s, Launch launch) 
       }
     }
   }
-  Pending op{alias_specs(s.args), std::move(launch), std::nullopt, std::move(s.finish)};
+  Pending op{alias_specs(s.args), std::move(launch), std::nullopt, std::move(s.finish), {}};
+  if (C10_UNLIKELY(sanitizing_accesses())) op.uses = collective_uses(s.type, s.args, s.outputs);
   if (s.type != c10d::OpType::SEND && s.type != c10d::OpType::RECV) {
     op.print = fingerprint(s.type, s.agreeing, s.reduce_op, s.root);
   }
@@ -485,6 +507,11 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
   auto outcome = std::make_shared<CommOutcome>();
   // Ordered after what the caller queued so far, as NCCL's stream waits on the current stream.
   order_after(comm, current_runtime_stream(device_));
+  if (C10_UNLIKELY(sanitizing_accesses())) {
+    std::vector<TensorUse> uses;
+    for (const Pending& op : ops) uses.insert(uses.end(), op.uses.begin(), op.uses.end());
+    sanitize_queued(comm, name, uses);
+  }
   // A group is compared as a whole when every op in it is a collective (not batched send/recv).
   // (A batch sums its ops' tensors and elements.)
   std::optional<Fingerprint> print;
@@ -558,6 +585,7 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
   auto posted = std::make_shared<c10::intrusive_ptr<c10d::Work>>();
   // Ordered after what the caller queued so far, as NCCL's stream waits on the current stream.
   order_after(comm, current_runtime_stream(device_));
+  if (C10_UNLIKELY(sanitizing_accesses())) sanitize_queued(comm, name, op.uses);
   const vdev::rt::TaskTag tag = collective_tag(op.args);
   enqueue_task(
       comm, name,

@@ -71,6 +71,7 @@
 #include "backend/common/cpu_alias.h"
 #include "backend/common/export.h"
 #include "backend/distributed/comm_work.h"
+#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
@@ -153,6 +154,7 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
     Launch launch;
     std::optional<Fingerprint> print;  // none: not compared (send, recv)
     Finish finish;                     // may be empty
+    std::vector<TensorUse> uses;       // for the stream sanitizer, while it is on
   };
   struct Submission {
     c10d::OpType type;

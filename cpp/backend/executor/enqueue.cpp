@@ -18,6 +18,8 @@
 #include "backend/executor/plan_cache.h"
 #include "backend/memory/storage_resize.h"
 #include "backend/random/generator.h"
+#include "backend/sanitizer/operator_uses.h"
+#include "backend/sanitizer/settings.h"
 
 namespace vdev::backend {
 namespace {
@@ -84,6 +86,18 @@ std::vector<c10::IValue> device_outputs(const LaunchPlan& plan,
   return outputs;
 }
 
+// The stream sanitizer's view of the call (backend/sanitizer/): its arguments by their alias
+// annotations and its fresh outputs.
+void sanitize_operator(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                       std::size_t first, const LaunchPlan& plan,
+                       const std::vector<c10::IValue>& outputs, vdev::rt::Stream& stream) {
+  std::vector<const c10::IValue*> fresh;
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    if (plan.aliased[i] < 0) fresh.push_back(&outputs[i]);
+  }
+  sanitize_queued(stream, plan.task_name, operator_uses(op, stack, first, fresh));
+}
+
 }  // namespace
 
 EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -120,8 +134,11 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
   const c10::DeviceGuard guard(device);
   std::vector<c10::IValue> outputs = device_outputs(*plan, returns, *stack, first, device);
   const char* name = plan->task_name;  // before `plan` moves into the task
+  vdev::rt::Stream& stream = current_runtime_stream(device.index());
+  if (C10_UNLIKELY(sanitizing_accesses()))
+    sanitize_operator(op, *stack, first, *plan, outputs, stream);
   OperatorTask task = OperatorTask::capture(op, std::move(plan), *stack, first, outputs, draw);
-  enqueue_task(current_runtime_stream(device.index()), name, std::move(task));
+  enqueue_task(stream, name, std::move(task));
 
   torch::jit::drop(*stack, nargs);
   for (auto& o : outputs) stack->push_back(std::move(o));

@@ -17,6 +17,7 @@
 #include "backend/memory/allocator.h"
 #include "backend/memory/device_cache.h"
 #include "backend/random/graph_draws.h"
+#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
@@ -169,6 +170,7 @@ class VdevGraph final : public at::GraphImplInterface {
                 " captures another graph is not supported on vdev (its draws could not change "
                 "per replay of the outer graph)");
     std::vector<ReplayDraw> draws = reserve_replay_draws(executable_->rng);
+    if (C10_UNLIKELY(sanitizing_accesses())) sanitize_replay(stream, capture_id_);
     enqueue_task(
         stream, "graph_replay",
         [graph = executable_, draws = std::move(draws), device = stream.device(),
@@ -189,6 +191,7 @@ class VdevGraph final : public at::GraphImplInterface {
     }
     release_pool();
     executable_.reset();
+    forget_capture(capture_id_);
     tasks_.clear();
     rng_.clear();
     capture_ended_ = false;

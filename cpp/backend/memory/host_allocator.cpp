@@ -14,6 +14,7 @@
 
 #include "backend/common/stream_lookup.h"
 #include "backend/common/vdev_device.h"
+#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/process.h"
 #include "runtime/stream.h"
 
@@ -128,6 +129,9 @@ class PinnedHostAllocator final : public at::HostAllocator {
     b->refs.store(1);
     s.stats.active_requests.increase(1);
     s.stats.active_bytes.increase(size);
+    // The copies that used the block before have finished (they held it): none of their accesses
+    // can conflict with the new owner's (the sanitizer's records of them would).
+    if (C10_UNLIKELY(sanitizing_accesses())) sanitizer_forget_range(b->ptr, size);
     return c10::DataPtr(b->ptr, b, &pinned_free, cpu);
   }
 

@@ -27,6 +27,7 @@
 #include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
+#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/process.h"
 
 namespace vdev::backend {
@@ -178,6 +179,11 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
     return out;
   }
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
+  sanitize_task(stream, "aten::convolution_overrideable",
+                {{input, Access::kRead},
+                 {weight, Access::kRead},
+                 {bias, Access::kRead},
+                 {out, Access::kWrite}});
   enqueue_task(stream, "aten::convolution_overrideable",
                [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),
                 o = cpu_alias(out), p]() mutable {
@@ -205,6 +211,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
   ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
                output_padding.vec(), transposed,    groups};
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
+  sanitize_task(stream, "aten::convolution_backward_overrideable",
+                {{grad_output, Access::kRead},
+                 {input, Access::kRead},
+                 {weight, Access::kRead},
+                 {grad_input, Access::kWrite},
+                 {grad_weight, Access::kWrite},
+                 {grad_bias, Access::kWrite}});
   enqueue_task(stream, "aten::convolution_backward_overrideable",
                [go = cpu_alias(grad_output), in = cpu_alias(input), w = cpu_alias(weight),
                 gi = alias_or_undefined(grad_input), gw = alias_or_undefined(grad_weight),

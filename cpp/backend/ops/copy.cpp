@@ -4,12 +4,13 @@
 //
 // PyTorch's copy_ hands every copy with a PrivateUse1 side to _copy_from(src, dst). Every copy runs
 // on the current stream of its vdev device, with CUDA's rules for what returns early:
-//   host -> device   non_blocking: returns once queued. A pageable source is first snapshotted on
-//                    the calling thread (as CUDA stages pageable memory), a pinned one is read by
-//                    the queued task. Blocking: waits for the stream, then copies.
-//   device -> host   non_blocking into pinned memory: returns once queued. Otherwise waits for the
-//                    stream, then copies (a pageable destination is always synchronous, as on
-//                    CUDA).
+//   host -> device   non_blocking from pinned, dense memory: returns once queued; the task reads
+//                    it. Otherwise (blocking, or a pageable or non-dense source) waits for the
+//                    stream, then copies: CUDA synchronizes the stream before a copy from pageable
+//                    memory, so non_blocking=True is synchronous in fact there, and the sync debug
+//                    mode reports it (CUDA's does not).
+//   device -> host   non_blocking into pinned, dense memory: returns once queued. Otherwise waits
+//                    for the stream, then copies (reported by the sync debug mode likewise).
 //   device -> device always queued (same device: on its current stream; across devices: on the
 //                    source device's current stream, with a two-way event barrier between the two
 //                    devices' current streams, as CUDA's copy kernel does).
@@ -39,6 +40,8 @@
 #include "backend/memory/host_allocator.h"
 #include "backend/memory/retained_memory.h"
 #include "backend/memory/storage_resize.h"
+#include "backend/sanitizer/settings.h"
+#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/capture.h"
 #include "runtime/memory.h"
 
@@ -91,8 +94,8 @@ void report_synchronous_copy(const vdev::rt::Stream& stream, vdev::rt::TaskKind 
                             vdev::rt::TaskTag{kind, static_cast<std::uint64_t>(nbytes)}, start);
 }
 
-// A queued copy from pageable memory reads a snapshot taken now: a graph would replay that
-// snapshot, not the memory's contents at replay, so CUDA refuses to capture it, and so does vdev.
+// A copy from pageable memory reads it at the call: a graph could not read it again at replay, so
+// CUDA refuses to capture it, and so does vdev.
 void reject_pageable_capture(vdev::rt::Stream& stream) {
   if (C10_LIKELY(stream.capture_id() == 0)) return;
   if (std::shared_ptr<vdev::rt::Capture> c = vdev::rt::capture_of(stream)) {
@@ -103,13 +106,42 @@ void reject_pageable_capture(vdev::rt::Stream& stream) {
   }
 }
 
+// A host side a copy engine can read or write while the host runs on: pinned, dense memory. Any
+// other (pageable memory, or a pinned tensor with gaps, which CUDA's copy stages through a
+// pageable contiguous copy) makes a non_blocking copy synchronous in fact, on CUDA as on vdev.
+bool asynchronous_host_side(const at::Tensor& host) {
+  return is_pinned_ptr(host.data_ptr()) && host.is_non_overlapping_and_dense();
+}
+
+// A copy that waits: reported by the sync debug mode, its non_blocking=True hidden
+// synchronization too (which CUDA's does not report).
+void note_copy_wait(bool non_blocking, const char* blocking, const char* hidden,
+                    c10::DeviceIndex device) {
+  note_synchronizing_operation(non_blocking ? hidden : blocking, device);
+}
+
+void sanitize_copy(vdev::rt::Stream* queued_on, const at::Tensor& src, const at::Tensor& dst) {
+  if (C10_LIKELY(!sanitizing_accesses())) return;
+  const TensorUse uses[] = {{src, Access::kRead}, {dst, Access::kWrite}};
+  if (queued_on != nullptr) {
+    sanitize_queued(*queued_on, "aten::copy_", uses);
+  } else {
+    sanitize_host_access("aten::copy_", uses);
+  }
+}
+
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   vdev::rt::Stream& stream = current_runtime_stream(dst.device().index());
-  const bool src_pinned = is_pinned_ptr(src.data_ptr());
-  if (!non_blocking) {
-    note_synchronizing_operation("copy_ from host to device, non_blocking=False",
-                                 dst.device().index());
+  if (!non_blocking || !asynchronous_host_side(src)) {
+    if (non_blocking) reject_pageable_capture(stream);  // CUDA's reason, before the wait's
+    // CUDA synchronizes the stream before a copy from pageable memory ("API synchronization
+    // behavior"), then stages the bytes: the copy has happened when the call returns.
+    note_copy_wait(non_blocking, "copy_ from host to device, non_blocking=False",
+                   "copy_ from pageable (or non-dense) host memory to device, non_blocking=True: "
+                   "synchronous in fact (pin the source with Tensor.pin_memory() to overlap)",
+                   dst.device().index());
     wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
+    sanitize_copy(nullptr, src, dst);
     const std::int64_t start = vdev::rt::task_tracing() ? vdev::rt::trace_clock_ns() : 0;
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_host_to_device(dst.data_ptr(), src.data_ptr(), dst.nbytes());
@@ -119,43 +151,27 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
     report_synchronous_copy(stream, vdev::rt::TaskKind::kMemcpyHtoD, dst.nbytes(), start);
     return;
   }
+  sanitize_copy(&stream, src, dst);
   if (same_bytes_layout(src, dst)) {
-    if (src_pinned) {
-      VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                     CopyKind::HostToDevice, keep_alive({dst, src})));
-    } else {
-      reject_pageable_capture(stream);
-      at::Tensor staging = src.clone();  // pageable: snapshot now, the caller may reuse it at once
-      const void* from = staging.data_ptr();
-      VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), from, dst.nbytes(),
-                                     CopyKind::HostToDevice, keep_alive({dst}, staging)));
-    }
+    VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
+                                   CopyKind::HostToDevice, keep_alive({dst, src})));
     return;
   }
-  if (src_pinned) {
-    enqueue_cpu_copy(stream, cpu_alias(dst), host_view(src), keep_alive({dst, src}),
-                     vdev::rt::TaskKind::kMemcpyHtoD);
-  } else {
-    reject_pageable_capture(stream);
-    at::Tensor snapshot = src.clone();  // pageable: the caller may reuse it at once
-    enqueue_cpu_copy(stream, cpu_alias(dst), snapshot, keep_alive({dst}, snapshot),
-                     vdev::rt::TaskKind::kMemcpyHtoD);
-  }
+  enqueue_cpu_copy(stream, cpu_alias(dst), host_view(src), keep_alive({dst, src}),
+                   vdev::rt::TaskKind::kMemcpyHtoD);
 }
 
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   vdev::rt::Stream& stream = current_runtime_stream(src.device().index());
-  if (!non_blocking || !is_pinned_ptr(dst.data_ptr())) {
-    // CUDA reports only the blocking copy: non_blocking into pageable memory is a cudaMemcpyAsync
-    // that the driver completes before returning, without warn_or_error_on_sync.
-    if (!non_blocking) {
-      note_synchronizing_operation("copy_ from device to host, non_blocking=False",
-                                   src.device().index());
-    } else {
-      check_capture_allows_host_wait("copy_ from device to pageable host memory",
-                                     src.device().index());
-    }
+  if (!non_blocking || !asynchronous_host_side(dst)) {
+    // The driver completes a copy into pageable memory before returning (CUDA's
+    // cudaMemcpyAsync), so non_blocking=True waits as well.
+    note_copy_wait(non_blocking, "copy_ from device to host, non_blocking=False",
+                   "copy_ from device to pageable (or non-dense) host memory, non_blocking=True: "
+                   "synchronous in fact (copy into pinned memory to overlap)",
+                   src.device().index());
     wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
+    sanitize_copy(nullptr, src, dst);
     const std::int64_t start = vdev::rt::task_tracing() ? vdev::rt::trace_clock_ns() : 0;
     if (same_bytes_layout(src, dst)) {
       vdev::rt::memcpy_device_to_host(dst.data_ptr(), src.data_ptr(), dst.nbytes());
@@ -166,6 +182,7 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
     report_synchronous_copy(stream, vdev::rt::TaskKind::kMemcpyDtoH, dst.nbytes(), start);
     return;
   }
+  sanitize_copy(&stream, src, dst);
   if (same_bytes_layout(src, dst)) {
     VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                                    CopyKind::DeviceToHost, keep_alive({src, dst})));
@@ -186,6 +203,7 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     dst_stream = &current_runtime_stream(dst_dev);
     order_after(stream, *dst_stream);
   }
+  sanitize_copy(&stream, src, dst);
   // Nothing to keep alive: both sides are device memory, ordered by the caching allocator.
   if (same_bytes_layout(src, dst)) {
     VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
@@ -243,6 +261,10 @@ at::Scalar vdev_local_scalar_dense(const at::Tensor& self) {
   // A host read of a device value waits, as on CUDA.
   note_synchronizing_operation("aten::_local_scalar_dense (.item())", self.device().index());
   sync_current_stream(self.device());
+  if (C10_UNLIKELY(sanitizing_accesses())) {
+    const TensorUse read[] = {{self, Access::kRead}};
+    sanitize_host_access("aten::_local_scalar_dense", read);
+  }
   return at::_local_scalar_dense(cpu_alias(self));
 }
 

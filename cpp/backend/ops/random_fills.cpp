@@ -39,6 +39,7 @@
 #include "backend/common/task.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
+#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
@@ -72,7 +73,9 @@ void queue_fill(const char* name, DtypeCheck& check, const at::TensorBase& self,
   check.ensure(self.scalar_type(), fill);
   const c10::DeviceIndex device = self.device().index();
   const RandomDraw draw = reserve_draw(gen, device);
-  enqueue_task(current_runtime_stream(device), name, [out = AliasSpec::of(self), draw, fill] {
+  vdev::rt::Stream& stream = current_runtime_stream(device);
+  sanitize_task(stream, name, {{at::Tensor(self), Access::kWrite}});
+  enqueue_task(stream, name, [out = AliasSpec::of(self), draw, fill] {
     fill(out.make(), cpu_generator_for(draw));
   });
 }

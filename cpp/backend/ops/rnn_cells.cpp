@@ -28,6 +28,7 @@
 #include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
+#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
@@ -83,6 +84,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_fused_lstm_cell(
   const int64_t batch = cx.size(0), hidden = cx.size(1);
   at::Tensor hy = new_matrix(cx, batch, hidden), cy = new_matrix(cx, batch, hidden);
   at::Tensor workspace = new_matrix(igates, batch, 4 * hidden);
+  sanitize_task(current_runtime_stream(igates.device().index()), "aten::_thnn_fused_lstm_cell",
+                {{igates, Access::kRead},
+                 {hgates, Access::kRead},
+                 {cx, Access::kRead},
+                 {bih, Access::kRead},
+                 {bhh, Access::kRead},
+                 {hy, Access::kWrite},
+                 {cy, Access::kWrite},
+                 {workspace, Access::kWrite}});
   enqueue_task(current_runtime_stream(igates.device().index()), "aten::_thnn_fused_lstm_cell",
                [ig = AliasSpec::of(igates), hg = AliasSpec::of(hgates), c = AliasSpec::of(cx),
                 bi = alias_of(input_bias), bh = alias_of(hidden_bias), h_out = AliasSpec::of(hy),
@@ -114,6 +124,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_fused_lstm_cell_backward_imp
   at::Tensor grad_gates = new_matrix(workspace, batch, 4 * hidden);
   at::Tensor grad_cx = new_matrix(cx, batch, hidden);
   at::Tensor grad_bias = has_bias ? at::empty({4 * hidden}, workspace.options()) : at::Tensor();
+  sanitize_task(current_runtime_stream(cx.device().index()),
+                "aten::_thnn_fused_lstm_cell_backward_impl",
+                {{ghy, Access::kRead},
+                 {gcy, Access::kRead},
+                 {cx, Access::kRead},
+                 {cy, Access::kRead},
+                 {workspace, Access::kRead},
+                 {grad_gates, Access::kWrite},
+                 {grad_cx, Access::kWrite},
+                 {grad_bias, Access::kWrite}});
   enqueue_task(current_runtime_stream(cx.device().index()),
                "aten::_thnn_fused_lstm_cell_backward_impl",
                [gh = alias_of(grad_hy), gc = alias_of(grad_cy), c = AliasSpec::of(cx),
@@ -157,6 +177,14 @@ std::tuple<at::Tensor, at::Tensor> vdev_fused_gru_cell(const at::Tensor& igates,
   const int64_t batch = hx.size(0), hidden = hx.size(1);
   at::Tensor hy = new_matrix(hx, batch, hidden);
   at::Tensor workspace = new_matrix(igates, batch, 5 * hidden);
+  sanitize_task(current_runtime_stream(igates.device().index()), "aten::_thnn_fused_gru_cell",
+                {{igates, Access::kRead},
+                 {hgates, Access::kRead},
+                 {hx, Access::kRead},
+                 {bih, Access::kRead},
+                 {bhh, Access::kRead},
+                 {hy, Access::kWrite},
+                 {workspace, Access::kWrite}});
   enqueue_task(current_runtime_stream(igates.device().index()), "aten::_thnn_fused_gru_cell",
                [ig = AliasSpec::of(igates), hg = AliasSpec::of(hgates), h = AliasSpec::of(hx),
                 bi = alias_of(input_bias), bh = alias_of(hidden_bias), h_out = AliasSpec::of(hy),
@@ -195,6 +223,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> vdev_fuse
     grad_ibias = at::empty({3 * hidden}, workspace.options());
     grad_hbias = at::empty({3 * hidden}, workspace.options());
   }
+  sanitize_task(current_runtime_stream(grad_hy.device().index()),
+                "aten::_thnn_fused_gru_cell_backward",
+                {{grad_hy, Access::kRead},
+                 {workspace, Access::kRead},
+                 {grad_igates, Access::kWrite},
+                 {grad_hgates, Access::kWrite},
+                 {grad_hx, Access::kWrite},
+                 {grad_ibias, Access::kWrite},
+                 {grad_hbias, Access::kWrite}});
   enqueue_task(current_runtime_stream(grad_hy.device().index()),
                "aten::_thnn_fused_gru_cell_backward",
                [gh = AliasSpec::of(grad_hy), ws = AliasSpec::of(workspace),

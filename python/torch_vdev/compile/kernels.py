@@ -47,7 +47,9 @@ class UnsupportedKernelArgument(RuntimeError):
 def _kind(kernel_name: str, argtype: str) -> str:
     base = argtype.replace("const ", "").strip()
     if base.endswith("*"):
-        return "p"
+        # Inductor declares what a kernel only reads const (in_ptr), what it writes not (out_ptr,
+        # in_out_ptr): the sanitizer's reads and writes (P).
+        return "p" if "const" in argtype else "P"
     if base in _INTEGER_TYPES:
         return "i"
     if base in _REAL_TYPES:
@@ -61,9 +63,9 @@ def _kind(kernel_name: str, argtype: str) -> str:
 
 def trampoline(argtypes: list[str], kinds: str) -> str:
     """C++ source of ``vdev_kernel_entry``: unpacks the slots and calls ``kernel``."""
-    member = {"p": "pointer", "i": "integer", "f": "real"}
+    member = {"p": "pointer", "P": "pointer", "i": "integer", "f": "real"}
     args = ",\n        ".join(
-        f"static_cast<{t.replace('const ', '') if k != 'p' else t}>(a[{n}].{member[k]})"
+        f"static_cast<{t.replace('const ', '') if k not in 'pP' else t}>(a[{n}].{member[k]})"
         for n, (t, k) in enumerate(zip(argtypes, kinds, strict=True))
     )
     return f"""

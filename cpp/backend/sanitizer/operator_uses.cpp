@@ -1,0 +1,53 @@
+#include "backend/sanitizer/operator_uses.h"
+
+#include <string_view>
+#include <unordered_set>
+
+#include "backend/common/schema_arguments.h"
+#include "backend/common/tensor_args.h"
+
+namespace vdev::backend {
+namespace {
+
+// In-place operators whose written first argument is overwritten, not read (wholly, or in the
+// places they write: a partial write counts as initialising, a missed uninitialised read rather
+// than a false one).
+bool overwrites_self(const c10::OperatorHandle& op) {
+  static const std::unordered_set<std::string_view> kNames = {
+      "aten::fill_",          "aten::zero_",           "aten::normal_",
+      "aten::uniform_",       "aten::random_",         "aten::exponential_",
+      "aten::geometric_",     "aten::log_normal_",     "aten::cauchy_",
+      "aten::bernoulli_",     "aten::index_put_",      "aten::_index_put_impl_",
+      "aten::index_fill_",    "aten::index_copy_",     "aten::masked_fill_",
+      "aten::masked_scatter_", "aten::put_",           "aten::fill_diagonal_",
+      "aten::_foreach_zero_", "aten::_foreach_copy_", "aten::set_",
+      "aten::copy_",          "aten::_foreach_fill_"};
+  return kNames.count(op.schema().name()) != 0;
+}
+
+}  // namespace
+
+std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                     std::size_t first,
+                                     const std::vector<const c10::IValue*>& fresh) {
+  std::vector<TensorUse> uses;
+  const auto& args = op.schema().arguments();
+  const bool overwrite = overwrites_self(op);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    Access access = Access::kRead;
+    if (is_written(args[i])) {
+      access = (args[i].kwarg_only() || (overwrite && i == 0)) ? Access::kWrite : Access::kReadWrite;
+    }
+    for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
+      if (t.defined()) uses.push_back({t, access});
+    });
+  }
+  for (const c10::IValue* v : fresh) {
+    for_each_tensor(*v, [&](const at::Tensor& t) {
+      if (t.defined()) uses.push_back({t, Access::kWrite});
+    });
+  }
+  return uses;
+}
+
+}  // namespace vdev::backend

@@ -1,0 +1,138 @@
+#include "backend/sanitizer/race_report.h"
+
+#include <c10/core/ScalarType.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "backend/memory/memory_history.h"
+
+namespace vdev::backend {
+namespace {
+
+std::string hex(std::uintptr_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "0x%" PRIxPTR, v);
+  return buf;
+}
+
+std::string where(const TaskNote& t) {
+  if (t.device < 0) return "the host (a synchronous access on the calling thread)";
+  std::ostringstream o;
+  o << "vdev:" << t.device << " stream " << t.stream;
+  if (t.stream == 0) o << " (the default stream)";
+  return o.str();
+}
+
+const char* verb(Access a) {
+  switch (a) {
+    case Access::kRead:
+      return "reads";
+    case Access::kWrite:
+      return "writes";
+    case Access::kReadWrite:
+      return "updates in place";
+  }
+  return "accesses";
+}
+
+std::string describe(const TensorNote& n) {
+  std::ostringstream o;
+  o << "a tensor of shape [";
+  for (std::size_t i = 0; i < n.view.sizes.size(); ++i) o << (i ? ", " : "") << n.view.sizes[i];
+  o << "], dtype " << c10::toString(n.dtype) << ", on " << n.device;
+  if (n.allocation != 0) {
+    o << ", in allocation #" << n.allocation_id << " at " << hex(n.allocation) << " ("
+      << n.allocation_bytes << " bytes)";
+  } else {
+    o << " (pinned host memory at " << hex(n.view.base) << ")";
+  }
+  return o.str();
+}
+
+// Python's traceback order: outermost call first.
+std::vector<std::string> stack_lines(const std::vector<const c10::GatheredContext*>& stacks) {
+  std::vector<const c10::GatheredContext*> present;
+  for (const auto* s : stacks) {
+    if (s != nullptr) present.push_back(s);
+  }
+  std::vector<std::string> out(stacks.size());
+  if (present.empty()) return out;
+  SymbolizedStacks sym;
+  try {
+    sym = symbolize_stacks(present);
+  } catch (const std::exception& e) {
+    for (auto& s : out) s = std::string("    (the stack could not be read: ") + e.what() + ")\n";
+    return out;
+  }
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < stacks.size(); ++i) {
+    if (stacks[i] == nullptr) continue;
+    const std::vector<std::uint64_t>& frames = sym.stacks[k++];
+    std::ostringstream o;
+    for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+      const StackFrame& f = sym.frames[*it];
+      o << "    File \"" << f.filename << "\", line " << f.line << ", in " << f.name << "\n";
+    }
+    out[i] = o.str();
+  }
+  return out;
+}
+
+std::string or_none(const std::string& lines) {
+  return lines.empty() ? "    (no Python frames: queued from a thread running no Python code, such "
+                         "as autograd's backward threads)\n"
+                       : lines;
+}
+
+}  // namespace
+
+std::string format_race_report(const RaceReportInput& race) {
+  const AccessRecord& earlier = race.conflict.earlier;
+  const TaskNote& then = *earlier.task;
+  const TaskNote& now = *race.now;
+  const TensorNote& mine = now.tensors[race.conflict.tensor];
+  const TensorNote& theirs = earlier.note();
+  const std::vector<std::string> stacks = stack_lines({then.stack.get(), now.stack.get()});
+  std::ostringstream o;
+  o << "data race: " << now.op << " on " << where(now) << " " << verb(mine.access) << " "
+    << describe(mine) << ", while " << then.op << ", queued earlier on " << where(then) << ", "
+    << verb(theirs.access) << " the same bytes (" << describe(theirs)
+    << "), and nothing orders the two: no event wait, wait_stream or synchronize between them.";
+  if (theirs.allocation_id != 0 && mine.allocation_id != 0 &&
+      theirs.allocation_id != mine.allocation_id) {
+    o << " The memory was freed (allocation #" << theirs.allocation_id
+      << ") while that use was pending and handed out again (allocation #" << mine.allocation_id
+      << "): the freed tensor needed Tensor.record_stream(" << where(then)
+      << ") (or its stream waited for that work before freeing it).";
+  } else if (now.device < 0 && theirs.allocation == 0) {
+    o << " The host reads pinned memory that a non_blocking copy from the device has not finished "
+         "writing: synchronize (the stream, or an event recorded after the copy) before using it.";
+  } else {
+    o << " Make " << where(now) << " wait for the earlier work (Stream.wait_stream, or "
+      << "Stream.wait_event on an event recorded after it) before this call.";
+  }
+  o << "\nThe earlier access was queued at (most recent call last):\n"
+    << or_none(stacks[0]) << "This access (most recent call last):\n"
+    << or_none(stacks[1]);
+  return o.str();
+}
+
+std::string format_init_report(const InitFinding& finding, const TaskNote& task) {
+  const TensorNote& n = task.tensors[finding.tensor];
+  const std::vector<std::string> stacks =
+      stack_lines({finding.allocation_stack.get(), task.stack.get()});
+  std::ostringstream o;
+  o << "uninitialized read: " << task.op << " on " << where(task) << " " << verb(n.access) << " "
+    << describe(n) << ", whose byte at offset " << (finding.first_byte - n.allocation)
+    << " no operation has written since the memory was allocated (torch.empty and friends "
+       "leave memory uninitialized; a cached block handed out again holds stale bytes).";
+  o << "\nThe memory was allocated at (most recent call last):\n"
+    << or_none(stacks[0]) << "The read (most recent call last):\n"
+    << or_none(stacks[1]);
+  return o.str();
+}
+
+}  // namespace vdev::backend
