@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/sanitizer/findings.h"
+#include "backend/sanitizer/recorded_stack.h"
 #include "backend/sanitizer/settings.h"
 #include "backend/sanitizer/stream_sanitizer.h"
 #include "bindings/bindings.h"
@@ -29,9 +30,8 @@ void bind_sanitizer(nb::module_& m) {
   m.def("_sanitizer_set_error_types", [](nb::handle race, nb::handle uninitialized) {
     set_sanitizer_error_types(race.ptr(), uninitialized.ptr());
   });
-  m.def("_sanitizer_parse", [](const std::string& text) {
-    return vdev::rt::parse_sanitizer_flags(text, "tools");
-  });
+  m.def("_sanitizer_parse",
+        [](const std::string& text) { return vdev::rt::parse_sanitizer_flags(text, "tools"); });
   m.def("_sanitizer_set_flags", &backend::set_sanitizer_flags);
   m.def("_sanitizer_flags", [] { return backend::sanitizer_flags(); });
   m.def("_sanitizer_findings", [] {
@@ -44,6 +44,7 @@ void bind_sanitizer(nb::module_& m) {
   m.def("_sanitizer_finding_count", &backend::finding_count);
   m.def("_sanitizer_clear_findings", &backend::clear_findings);
   m.def("_sanitizer_shadow_cells", &backend::sanitizer_shadow_cells);
+  m.def("_sanitizer_symbolize_stacks", &backend::symbolize_pending_stacks);
 }
 
 }  // namespace vdev::bindings

@@ -1,7 +1,8 @@
-// Where the sanitizer meets libtorch_python. Its Python exception types (torch.vdev.sanitizer.StreamRaceError and
-// UninitializedReadError, defined in Python) raised from inside any torch call: a C++ exception
-// deriving from torch::PyTorchError, which torch's own Python bindings (HANDLE_TH_ERRORS) turn
-// into the Python type it names. Kept apart from nanobind's headers (torch's pull in pybind11).
+// Where the sanitizer meets libtorch_python. Its Python exception types
+// (torch.vdev.sanitizer.StreamRaceError and UninitializedReadError, defined in Python) raised from
+// inside any torch call: a C++ exception deriving from torch::PyTorchError, which torch's own
+// Python bindings (HANDLE_TH_ERRORS) turn into the Python type it names. Kept apart from nanobind's
+// headers (torch's pull in pybind11).
 //
 // Thread rules: set_sanitizer_error_types once at import, with the GIL held; raising is safe from
 // any thread.

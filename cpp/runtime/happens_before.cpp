@@ -104,7 +104,7 @@ void host_learns(const ClockPtr& c) noexcept {
   try {
     State::merge(st.clocks[kHostSlot], *c);
   } catch (...) {  // out of memory growing a clock: the edge is lost (a missed report, never a
-  }                // false one)
+  }  // false one)
 }
 
 void stream_learns(const Stream& s, const ClockPtr& c) {

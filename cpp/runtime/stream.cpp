@@ -243,7 +243,14 @@ void Stream::start_worker_locked() {
   worker_running_ = true;
 }
 
+namespace {
+thread_local bool t_on_worker = false;
+}  // namespace
+
+bool on_stream_worker() noexcept { return t_on_worker; }
+
 void Stream::worker_loop() {
+  t_on_worker = true;
   // Swapped with queue_ in one go: one lock round trip per batch. (A deque: measured faster than a
   // vector or recycled chunks for bursts of tasks with benchmarks/cpp/bench_streams.cpp's
   // throughput figure; see commit 871c4e3.)

@@ -86,6 +86,9 @@ class TaskRecorder {
   virtual ~TaskRecorder() = default;
 };
 
+// Whether the calling thread is a stream's worker (running queued work, not the host).
+VDEV_RT_API bool on_stream_worker() noexcept;
+
 class VDEV_RT_API Stream {
  public:
   Stream(int device, std::int64_t id, int priority);

@@ -127,6 +127,7 @@ def test_compiled_work_on_a_side_stream_waits_for_it():
         return y + 1
 
     x, side = torch.randn(64, device="vdev"), torch.vdev.Stream()
+    side.wait_stream(torch.vdev.current_stream())  # x is written on the default stream
     compiled = torch.compile(f, fullgraph=True)
     compiled(x, side)
     with gated(side) as gate:
@@ -465,6 +466,7 @@ def test_kernels_of_different_streams_are_never_grouped():
         return a.cos(), b
 
     x, side = torch.randn(64, device="vdev"), torch.vdev.Stream()
+    side.wait_stream(torch.vdev.current_stream())  # x is written on the default stream
     compiled = torch.compile(f, fullgraph=True)
     compiled(x, side)
     want = (x * 2).cos().cpu()

@@ -350,8 +350,8 @@ def test_ddp_iteration_captured_in_a_graph_measures_nothing_and_the_capture_hold
         model(x).sum().backward()  # iteration 4, captured; its forward measures iteration 3
     times = _ddp_times(model)
     assert times["iteration"] == 3 and times["forward_compute_time"] > 0, times
-    graph.replay()
     with torch.vdev.stream(side):
+        graph.replay()  # on the stream the model's other work runs on
         model(x).sum().backward()  # measures iteration 4
     times = _ddp_times(model)
     assert times["iteration"] == 4

@@ -77,7 +77,9 @@ class AllocatorMachine(RuleBasedStateMachine):
     def use_on_stream(self, data, stream_index):
         target = self.live[data.draw(st.integers(0, len(self.live) - 1))]
         stream = self.streams[stream_index]
-        stream.wait_stream(self.streams[target.stream_index])  # ordered after its producer
+        # Ordered after its producer and its earlier users (a race otherwise: the sanitizer's).
+        for i in {target.stream_index, *target.used_on}:
+            stream.wait_stream(self.streams[i])
         with torch.vdev.stream(stream):
             target.tensor.add_(1)
         target.tensor.record_stream(stream)

@@ -301,6 +301,7 @@ def test_a_free_while_another_stream_uses_the_block_completes_after_that_work():
     side = torch.vdev.Stream()
     x = torch.ones(2048, device="vdev")
     addr = x.data_ptr()
+    torch.vdev.current_stream().synchronize()  # x is written before the side stream reads it
     with gated(side) as gate:
         wait_until_blocked(gate)
         with torch.vdev.stream(side):

@@ -64,11 +64,12 @@ def test_exit_with_queued_and_blocked_work_neither_hangs_nor_crashes():
         """
         import torch
         from torch_vdev import _testing as rt
+        x = torch.ones(1 << 20, device="vdev:1")
+        torch.vdev.synchronize(1)  # written before the side stream reads it
         s = torch.vdev.Stream(1)
         rt.enqueue_gate(1, s.stream_id, rt.Gate())  # never opened
         for _ in range(1000):
             rt.enqueue_noop(1, s.stream_id)
-        x = torch.ones(1 << 20, device="vdev:1")
         with torch.vdev.stream(s):
             y = x.to("vdev:0")  # queued behind the closed gate
         print("leaving")

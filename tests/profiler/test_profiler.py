@@ -104,6 +104,7 @@ def test_one_track_per_stream_and_device_used(tmp_path):
     torch.vdev.synchronize()
     with profile(activities=DEVICE_ACTIVITIES) as prof:
         x.add_(1)
+        side.wait_stream(torch.vdev.current_stream())
         with torch.vdev.stream(side):
             x.mul_(2)
         y = torch.ones(10, device="vdev:1") * 3
@@ -149,6 +150,7 @@ def test_copies_are_memcpy_activities_and_fills_memsets(tmp_path):
 def test_waits_between_streams_and_host_waits_are_shown(tmp_path):
     side = torch.vdev.Stream()
     x = torch.ones(100, device="vdev")
+    torch.vdev.synchronize()  # written before the side stream updates it
     with profile(activities=DEVICE_ACTIVITIES) as prof:
         with torch.vdev.stream(side):
             x.mul_(2)

@@ -20,14 +20,16 @@ BACKEND_DEPENDS_ON = {
     "memory": {"common"},
     "random": {"common"},
     "amp": set(),
-    "device": {"common", "memory", "random"},
+    # The bug finders (torch.vdev.sanitizer): what queued work touches, and happens-before.
+    "sanitizer": {"common", "memory"},
+    "device": {"common", "memory", "random", "sanitizer"},
     # The checks made at a call, before anything is queued (checks/call_checks.h).
     "checks": {"common", "memory"},
-    "executor": {"common", "memory", "random", "checks"},
-    "ops": {"common", "memory", "executor", "random", "checks"},
-    "distributed": {"common", "memory"},
+    "executor": {"common", "memory", "random", "checks", "sanitizer"},
+    "ops": {"common", "memory", "executor", "random", "checks", "sanitizer"},
+    "distributed": {"common", "memory", "sanitizer"},
     "compile": {"common"},
-    "graphs": {"common", "memory", "random"},
+    "graphs": {"common", "memory", "random", "sanitizer"},
     # torch.profiler's device activities: the runtime's task records as Kineto activities.
     "profiler": set(),
     "testing": {

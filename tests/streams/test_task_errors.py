@@ -86,6 +86,7 @@ def test_a_worker_thread_that_cannot_start_raises_and_queues_nothing():
         device_type=torch.vdev.current_stream().device_type,
     )
     x = torch.ones(4, device=DEV)
+    torch.vdev.current_stream().synchronize()  # written before s reads it (queues nothing on s)
     rt.fail_next_worker_start()
     with torch.vdev.stream(s):
         with pytest.raises(RuntimeError, match="cannot start the worker thread of vdev:0 stream"):

@@ -5,6 +5,7 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>

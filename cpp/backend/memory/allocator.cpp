@@ -11,11 +11,9 @@
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/common/vdev_device.h"
+#include "backend/memory/allocation_observer.h"
 #include "backend/memory/device_cache.h"
 #include "backend/memory/ipc_sharing.h"
-#include "backend/sanitizer/poison.h"
-#include "backend/sanitizer/settings.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
@@ -77,18 +75,12 @@ DeviceCache& device_cache(int device) { return caches().of(device); }
 
 namespace {
 
-// The sanitizer's view of a free (backend/sanitizer/): before the block goes back to the cache.
-void sanitize_free(Block* block) {
-  const BlockInfo info = DeviceCache::info(block);
-  const bool recorded = sanitizer_freed(info.ptr);
-  if (poisoning() && !recorded) {
-    poison_block(info.ptr, info.size, const_cast<vdev::rt::Stream&>(*info.stream));
-  }
-}
-
 void free_block(void* ctx) {
   auto* block = static_cast<Block*>(ctx);
-  if (C10_UNLIKELY(sanitizer_flags() != 0)) sanitize_free(block);
+  if (AllocationObserver* o = allocation_observer()) {  // before the block goes back
+    const BlockInfo info = DeviceCache::info(block);
+    o->freeing(info.ptr, info.size, const_cast<vdev::rt::Stream&>(*info.stream));
+  }
   caches().of(DeviceCache::info(block).device).free(block);
 }
 
@@ -101,10 +93,8 @@ class VdevAllocator final : public c10::DeviceAllocator {
     VDEV_RT(vdev::rt::check_not_forked("device_malloc"));
     vdev::rt::Stream& stream = VDEV_RT(vdev::rt::current_stream(device));
     Block* block = caches().of(device).allocate(nbytes, stream);
-    if (C10_UNLIKELY(sanitizer_flags() != 0)) {
-      void* ptr = DeviceCache::info(block).ptr;
-      sanitizer_allocated(ptr, nbytes, stream);
-      if (poisoning()) poison_block(ptr, nbytes, stream);
+    if (AllocationObserver* o = allocation_observer()) {
+      o->allocated(DeviceCache::info(block).ptr, nbytes, stream);
     }
     return c10::DataPtr(DeviceCache::info(block).ptr, block, &free_block, dev);
   }
@@ -118,7 +108,7 @@ class VdevAllocator final : public c10::DeviceAllocator {
       sync_current_stream(c10::Device(kVdev, static_cast<c10::DeviceIndex>(device)));
     }
     vdev::rt::memcpy_device_to_device(dest, src, count);
-    if (C10_UNLIKELY(sanitizing_init())) sanitizer_host_wrote(dest, count);
+    if (AllocationObserver* o = allocation_observer()) o->host_wrote(dest, count);
   }
 
   bool initialized() override { return true; }
@@ -135,8 +125,8 @@ class VdevAllocator final : public c10::DeviceAllocator {
     const c10::DataPtr& data_ptr = *inner;
     if (data_ptr.get_deleter() != &free_block || data_ptr.get_context() == nullptr) return;
     auto* block = static_cast<Block*>(data_ptr.get_context());
-    if (C10_UNLIKELY(sanitizer_flags() != 0)) {
-      sanitizer_recorded_stream(DeviceCache::info(block).ptr, runtime_stream(stream));
+    if (AllocationObserver* o = allocation_observer()) {
+      o->recorded_stream(DeviceCache::info(block).ptr, runtime_stream(stream));
     }
     caches().of(DeviceCache::info(block).device).record_stream(block, runtime_stream(stream));
   }
@@ -179,6 +169,14 @@ void set_memory_fraction(double fraction, int device) {
 double memory_fraction(int device) {
   VDEV_RT(vdev::rt::check_device_index(device, "get_per_process_memory_fraction"));
   return caches().of(device).memory_fraction();
+}
+
+namespace detail {
+std::atomic<AllocationObserver*> g_allocation_observer{nullptr};
+}  // namespace detail
+
+void set_allocation_observer(AllocationObserver* observer) {
+  detail::g_allocation_observer.store(observer, std::memory_order_release);
 }
 
 REGISTER_ALLOCATOR(kVdev, device_allocator());

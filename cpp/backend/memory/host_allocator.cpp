@@ -14,7 +14,7 @@
 
 #include "backend/common/stream_lookup.h"
 #include "backend/common/vdev_device.h"
-#include "backend/sanitizer/stream_sanitizer.h"
+#include "backend/memory/allocation_observer.h"
 #include "runtime/process.h"
 #include "runtime/stream.h"
 
@@ -131,7 +131,7 @@ class PinnedHostAllocator final : public at::HostAllocator {
     s.stats.active_bytes.increase(size);
     // The copies that used the block before have finished (they held it): none of their accesses
     // can conflict with the new owner's (the sanitizer's records of them would).
-    if (C10_UNLIKELY(sanitizing_accesses())) sanitizer_forget_range(b->ptr, size);
+    if (AllocationObserver* o = allocation_observer()) o->pinned_reused(b->ptr, size);
     return c10::DataPtr(b->ptr, b, &pinned_free, cpu);
   }
 

@@ -10,8 +10,8 @@
 #include "backend/common/sync_debug.h"
 #include "backend/common/vdev_device.h"
 #include "backend/common/worker_warnings.h"
+#include "backend/memory/allocation_observer.h"
 #include "backend/memory/allocator.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/device.h"
 #include "runtime/memory.h"
 #include "runtime/stream_registry.h"
@@ -38,7 +38,7 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   const std::size_t keep = std::min(old_nbytes, nbytes);
   if (keep > 0 && has_bytes) {
     vdev::rt::memcpy_device_to_device(fresh.get(), storage->data(), keep);
-    if (C10_UNLIKELY(sanitizing_init())) sanitizer_host_wrote(fresh.get(), keep);
+    if (AllocationObserver* o = allocation_observer()) o->host_wrote(fresh.get(), keep);
   }
   storage->set_data_ptr_noswap(std::move(fresh));
   storage->set_nbytes(nbytes);

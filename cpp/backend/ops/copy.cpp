@@ -115,9 +115,24 @@ bool asynchronous_host_side(const at::Tensor& host) {
 
 // A copy that waits: reported by the sync debug mode, its non_blocking=True hidden
 // synchronization too (which CUDA's does not report).
-void note_copy_wait(bool non_blocking, const char* blocking, const char* hidden,
+void note_copy_wait(bool non_blocking, bool to_device, const at::Tensor& host,
                     c10::DeviceIndex device) {
-  note_synchronizing_operation(non_blocking ? hidden : blocking, device);
+  const char* name = nullptr;
+  if (!non_blocking) {
+    name = to_device ? "copy_ from host to device, non_blocking=False"
+                     : "copy_ from device to host, non_blocking=False";
+  } else if (!is_pinned_ptr(host.data_ptr())) {
+    name = to_device ? "copy_ from pageable host memory to device, non_blocking=True (waits, as on "
+                       "CUDA)"
+                     : "copy_ from device to pageable host memory, non_blocking=True (waits, as on "
+                       "CUDA)";
+  } else {
+    name = to_device ? "copy_ from non-dense pinned host memory to device, non_blocking=True "
+                       "(waits, as on CUDA)"
+                     : "copy_ from device to non-dense pinned host memory, non_blocking=True "
+                       "(waits, as on CUDA)";
+  }
+  note_synchronizing_operation(name, device);
 }
 
 void sanitize_copy(vdev::rt::Stream* queued_on, const at::Tensor& src, const at::Tensor& dst) {
@@ -136,10 +151,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
     if (non_blocking) reject_pageable_capture(stream);  // CUDA's reason, before the wait's
     // CUDA synchronizes the stream before a copy from pageable memory ("API synchronization
     // behavior"), then stages the bytes: the copy has happened when the call returns.
-    note_copy_wait(non_blocking, "copy_ from host to device, non_blocking=False",
-                   "copy_ from pageable (or non-dense) host memory to device, non_blocking=True: "
-                   "synchronous in fact (pin the source with Tensor.pin_memory() to overlap)",
-                   dst.device().index());
+    note_copy_wait(non_blocking, /*to_device=*/true, src, dst.device().index());
     wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
     sanitize_copy(nullptr, src, dst);
     const std::int64_t start = vdev::rt::task_tracing() ? vdev::rt::trace_clock_ns() : 0;
@@ -166,10 +178,7 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
   if (!non_blocking || !asynchronous_host_side(dst)) {
     // The driver completes a copy into pageable memory before returning (CUDA's
     // cudaMemcpyAsync), so non_blocking=True waits as well.
-    note_copy_wait(non_blocking, "copy_ from device to host, non_blocking=False",
-                   "copy_ from device to pageable (or non-dense) host memory, non_blocking=True: "
-                   "synchronous in fact (copy into pinned memory to overlap)",
-                   src.device().index());
+    note_copy_wait(non_blocking, /*to_device=*/false, dst, src.device().index());
     wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
     sanitize_copy(nullptr, src, dst);
     const std::int64_t start = vdev::rt::task_tracing() ? vdev::rt::trace_clock_ns() : 0;

@@ -9,13 +9,13 @@
 
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
-#include <c10/core/Allocator.h>
 
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "backend/sanitizer/byte_runs.h"
+#include "backend/sanitizer/recorded_stack.h"
 #include "runtime/happens_before.h"
 
 namespace vdev::backend {
@@ -42,7 +42,7 @@ struct TaskNote {
   int device;      // -1: the host
   std::int64_t stream;
   vdev::rt::hb::Epoch epoch;
-  std::shared_ptr<c10::GatheredContext> stack;  // where it was queued (Python frames)
+  std::shared_ptr<RecordedStack> stack;  // where it was queued (null: no Python frames)
   std::vector<TensorNote> tensors;
 };
 

@@ -11,6 +11,7 @@ namespace vdev::backend {
 namespace {
 
 std::atomic<FindingRaiser> g_raiser{nullptr};
+thread_local bool t_force_warnings = false;
 
 struct Kept {
   std::mutex mu;
@@ -27,6 +28,11 @@ Kept& kept() {
 
 void set_finding_raiser(FindingRaiser raiser) { g_raiser.store(raiser); }
 
+ForceFindingWarnings::ForceFindingWarnings() : before_(t_force_warnings) {
+  t_force_warnings = true;
+}
+ForceFindingWarnings::~ForceFindingWarnings() { t_force_warnings = before_; }
+
 void report_finding(FindingKind kind, const std::string& message) {
   {
     Kept& k = kept();
@@ -34,7 +40,7 @@ void report_finding(FindingKind kind, const std::string& message) {
     ++k.count;
     if (k.findings.size() < kMaxKeptFindings) k.findings.push_back({kind, message});
   }
-  if (sanitizer_warns()) {
+  if (sanitizer_warns() || t_force_warnings) {
     TORCH_WARN(message);
     return;
   }

@@ -28,6 +28,19 @@ struct Finding {
 using FindingRaiser = void (*)(FindingKind kind, const std::string& message);
 VDEV_BACKEND_API void set_finding_raiser(FindingRaiser raiser);
 
+// While one lives on a thread, findings there are warnings whatever the mode (where raising is
+// impossible: host_operators.h).
+class ForceFindingWarnings {
+ public:
+  ForceFindingWarnings();
+  ~ForceFindingWarnings();
+  ForceFindingWarnings(const ForceFindingWarnings&) = delete;
+  ForceFindingWarnings& operator=(const ForceFindingWarnings&) = delete;
+
+ private:
+  bool before_;
+};
+
 // Keeps the finding, then warns (warn mode) or raises.
 void report_finding(FindingKind kind, const std::string& message);
 

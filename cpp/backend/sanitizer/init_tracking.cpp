@@ -7,7 +7,7 @@
 namespace vdev::backend {
 
 void InitTracking::allocated(std::uintptr_t at, std::size_t bytes, std::uint64_t id,
-                             std::shared_ptr<c10::GatheredContext> stack) {
+                             std::shared_ptr<RecordedStack> stack) {
   allocations_[at] = Allocation{bytes, id, std::move(stack), {}};
 }
 

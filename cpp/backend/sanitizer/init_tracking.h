@@ -30,13 +30,13 @@ struct InitFinding {
   std::uintptr_t first_byte;  // the first unwritten byte it reads
   std::size_t allocation_bytes;
   std::uint64_t allocation_id;
-  std::shared_ptr<c10::GatheredContext> allocation_stack;
+  std::shared_ptr<RecordedStack> allocation_stack;
 };
 
 class InitTracking {
  public:
   void allocated(std::uintptr_t at, std::size_t bytes, std::uint64_t id,
-                 std::shared_ptr<c10::GatheredContext> stack);
+                 std::shared_ptr<RecordedStack> stack);
   void freed(std::uintptr_t at);
   // Checks the reads of a task, then marks its writes (not when a read is reported and the tool
   // raises: the task is then not queued).
@@ -51,7 +51,7 @@ class InitTracking {
   struct Allocation {
     std::size_t bytes;
     std::uint64_t id;
-    std::shared_ptr<c10::GatheredContext> stack;
+    std::shared_ptr<RecordedStack> stack;
     std::map<std::uintptr_t, std::uintptr_t> written;  // disjoint [begin, end), merged
   };
   Allocation* find(std::uintptr_t first_byte);

@@ -14,14 +14,12 @@ namespace {
 // than a false one).
 bool overwrites_self(const c10::OperatorHandle& op) {
   static const std::unordered_set<std::string_view> kNames = {
-      "aten::fill_",          "aten::zero_",           "aten::normal_",
-      "aten::uniform_",       "aten::random_",         "aten::exponential_",
-      "aten::geometric_",     "aten::log_normal_",     "aten::cauchy_",
-      "aten::bernoulli_",     "aten::index_put_",      "aten::_index_put_impl_",
-      "aten::index_fill_",    "aten::index_copy_",     "aten::masked_fill_",
-      "aten::masked_scatter_", "aten::put_",           "aten::fill_diagonal_",
-      "aten::_foreach_zero_", "aten::_foreach_copy_", "aten::set_",
-      "aten::copy_",          "aten::_foreach_fill_"};
+      "aten::fill_",       "aten::zero_",          "aten::normal_",        "aten::uniform_",
+      "aten::random_",     "aten::exponential_",   "aten::geometric_",     "aten::log_normal_",
+      "aten::cauchy_",     "aten::bernoulli_",     "aten::index_put_",     "aten::_index_put_impl_",
+      "aten::index_fill_", "aten::index_copy_",    "aten::masked_fill_",   "aten::masked_scatter_",
+      "aten::put_",        "aten::fill_diagonal_", "aten::_foreach_zero_", "aten::_foreach_copy_",
+      "aten::set_",        "aten::copy_",          "aten::_foreach_fill_"};
   return kNames.count(op.schema().name()) != 0;
 }
 
@@ -36,7 +34,8 @@ std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch:
   for (std::size_t i = 0; i < args.size(); ++i) {
     Access access = Access::kRead;
     if (is_written(args[i])) {
-      access = (args[i].kwarg_only() || (overwrite && i == 0)) ? Access::kWrite : Access::kReadWrite;
+      access =
+          (args[i].kwarg_only() || (overwrite && i == 0)) ? Access::kWrite : Access::kReadWrite;
     }
     for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
       if (t.defined()) uses.push_back({t, access});

@@ -20,6 +20,7 @@ namespace vdev::backend {
 // The uses of the call's arguments stack[first, first + nargs) and of `fresh` outputs (tensors
 // or tensor lists; the caller keeps them alive while the uses are used).
 std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                                     std::size_t first, const std::vector<const c10::IValue*>& fresh);
+                                     std::size_t first,
+                                     const std::vector<const c10::IValue*>& fresh);
 
 }  // namespace vdev::backend

@@ -16,7 +16,7 @@ void poison_block(void* ptr, std::size_t bytes, vdev::rt::Stream& stream) {
         "poison", [kernel_view, bytes] { std::memset(kernel_view, 0xFF, bytes); },
         vdev::rt::TaskTag{vdev::rt::TaskKind::kMemset, bytes});
   } catch (...) {  // a pending stream error or exit: that stream's next synchronize reports it;
-  }                // an allocation or free never fails for the poison
+  }  // an allocation or free never fails for the poison
 }
 
 }  // namespace vdev::backend

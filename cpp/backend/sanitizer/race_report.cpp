@@ -7,8 +7,6 @@
 #include <sstream>
 #include <vector>
 
-#include "backend/memory/memory_history.h"
-
 namespace vdev::backend {
 namespace {
 
@@ -42,7 +40,7 @@ std::string describe(const TensorNote& n) {
   std::ostringstream o;
   o << "a tensor of shape [";
   for (std::size_t i = 0; i < n.view.sizes.size(); ++i) o << (i ? ", " : "") << n.view.sizes[i];
-  o << "], dtype " << c10::toString(n.dtype) << ", on " << n.device;
+  o << "], dtype torch." << c10::getDtypeNames(n.dtype).first << ", on " << n.device;
   if (n.allocation != 0) {
     o << ", in allocation #" << n.allocation_id << " at " << hex(n.allocation) << " ("
       << n.allocation_bytes << " bytes)";
@@ -52,33 +50,8 @@ std::string describe(const TensorNote& n) {
   return o.str();
 }
 
-// Python's traceback order: outermost call first.
-std::vector<std::string> stack_lines(const std::vector<const c10::GatheredContext*>& stacks) {
-  std::vector<const c10::GatheredContext*> present;
-  for (const auto* s : stacks) {
-    if (s != nullptr) present.push_back(s);
-  }
-  std::vector<std::string> out(stacks.size());
-  if (present.empty()) return out;
-  SymbolizedStacks sym;
-  try {
-    sym = symbolize_stacks(present);
-  } catch (const std::exception& e) {
-    for (auto& s : out) s = std::string("    (the stack could not be read: ") + e.what() + ")\n";
-    return out;
-  }
-  std::size_t k = 0;
-  for (std::size_t i = 0; i < stacks.size(); ++i) {
-    if (stacks[i] == nullptr) continue;
-    const std::vector<std::uint64_t>& frames = sym.stacks[k++];
-    std::ostringstream o;
-    for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
-      const StackFrame& f = sym.frames[*it];
-      o << "    File \"" << f.filename << "\", line " << f.line << ", in " << f.name << "\n";
-    }
-    out[i] = o.str();
-  }
-  return out;
+std::string lines_of(const std::shared_ptr<RecordedStack>& stack) {
+  return stack == nullptr ? std::string() : stack->text();
 }
 
 std::string or_none(const std::string& lines) {
@@ -95,7 +68,7 @@ std::string format_race_report(const RaceReportInput& race) {
   const TaskNote& now = *race.now;
   const TensorNote& mine = now.tensors[race.conflict.tensor];
   const TensorNote& theirs = earlier.note();
-  const std::vector<std::string> stacks = stack_lines({then.stack.get(), now.stack.get()});
+  const std::string stacks[] = {lines_of(then.stack), lines_of(now.stack)};
   std::ostringstream o;
   o << "data race: " << now.op << " on " << where(now) << " " << verb(mine.access) << " "
     << describe(mine) << ", while " << then.op << ", queued earlier on " << where(then) << ", "
@@ -122,8 +95,7 @@ std::string format_race_report(const RaceReportInput& race) {
 
 std::string format_init_report(const InitFinding& finding, const TaskNote& task) {
   const TensorNote& n = task.tensors[finding.tensor];
-  const std::vector<std::string> stacks =
-      stack_lines({finding.allocation_stack.get(), task.stack.get()});
+  const std::string stacks[] = {lines_of(finding.allocation_stack), lines_of(task.stack)};
   std::ostringstream o;
   o << "uninitialized read: " << task.op << " on " << where(task) << " " << verb(n.access) << " "
     << describe(n) << ", whose byte at offset " << (finding.first_byte - n.allocation)

@@ -2,6 +2,8 @@
 
 #include <mutex>
 
+#include "backend/sanitizer/allocation_events.h"
+#include "backend/sanitizer/host_operators.h"
 #include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/happens_before.h"
 
@@ -22,6 +24,8 @@ void set_sanitizer_flags(unsigned flags) {
     forget_sanitizer_state();
   }
   vdev::rt::hb::set_tracking((flags & vdev::rt::kSanitizeStreams) != 0);
+  watch_host_operators((flags & vdev::rt::kSanitizeStreams) != 0);
+  set_allocation_observer(flags != 0 ? &sanitizer_allocation_observer() : nullptr);
   detail::g_sanitizer_flags.store(flags, std::memory_order_relaxed);
 }
 

@@ -31,12 +31,16 @@ inline unsigned sanitizer_flags() noexcept {
 inline bool sanitizing_streams() noexcept {
   return (sanitizer_flags() & vdev::rt::kSanitizeStreams) != 0;
 }
-inline bool sanitizing_init() noexcept { return (sanitizer_flags() & vdev::rt::kSanitizeInit) != 0; }
+inline bool sanitizing_init() noexcept {
+  return (sanitizer_flags() & vdev::rt::kSanitizeInit) != 0;
+}
 inline bool sanitizing_accesses() noexcept {
   return (sanitizer_flags() & (vdev::rt::kSanitizeStreams | vdev::rt::kSanitizeInit)) != 0;
 }
 inline bool poisoning() noexcept { return (sanitizer_flags() & vdev::rt::kSanitizePoison) != 0; }
-inline bool sanitizer_warns() noexcept { return (sanitizer_flags() & vdev::rt::kSanitizeWarn) != 0; }
+inline bool sanitizer_warns() noexcept {
+  return (sanitizer_flags() & vdev::rt::kSanitizeWarn) != 0;
+}
 
 // Sets the flags; turning the streams tool on starts the happens-before relation afresh
 // (runtime/happens_before.h), and turning a tool off forgets what it recorded.

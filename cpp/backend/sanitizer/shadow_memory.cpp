@@ -8,8 +8,8 @@ namespace {
 // Exact-byte confirmation of approximate records: bounded work.
 constexpr std::size_t kMaxConfirmRuns = 1 << 16;
 
-bool conflicts(const AccessRecord& earlier, const TaskNote& task, std::uint32_t tensor,
-               bool write, bool approximate, const vdev::rt::hb::Clock& clock) {
+bool conflicts(const AccessRecord& earlier, const TaskNote& task, std::uint32_t tensor, bool write,
+               bool approximate, const vdev::rt::hb::Clock& clock) {
   if (!earlier.write && !write) return false;
   const vdev::rt::hb::Epoch& e = earlier.epoch();
   if (e.slot == task.epoch.slot) return false;  // one stream (or the host): ordered
@@ -92,8 +92,7 @@ void ShadowMemory::record(const ByteRange& r, const AccessRecord& a) {
   while (pos < r.end) {
     if (it == cells_.end() || it->first >= r.end || it->first > pos) {
       // A gap [pos, next cell or end): a new cell holding only this read.
-      const std::uintptr_t gap_end =
-          (it == cells_.end() || it->first >= r.end) ? r.end : it->first;
+      const std::uintptr_t gap_end = (it == cells_.end() || it->first >= r.end) ? r.end : it->first;
       Cell c;
       c.end = gap_end;
       c.reads.push_back(a);

@@ -1,7 +1,5 @@
 #include "backend/sanitizer/stream_sanitizer.h"
 
-#include <torch/csrc/profiler/combined_traceback.h>
-
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -33,7 +31,7 @@ struct AllocationNote {
 
 struct State {
   std::mutex mu;
-  ShadowMemory shadow;                                           // guarded by mu
+  ShadowMemory shadow;                                             // guarded by mu
   std::unordered_map<std::uintptr_t, AllocationNote> allocations;  // by first byte; guarded by mu
   std::uint64_t next_allocation = 1;                               // guarded by mu
   // What capturing streams queued, by capture id: replayed as one task (guarded by mu).
@@ -46,9 +44,7 @@ State& state() {
   return *s;
 }
 
-std::shared_ptr<c10::GatheredContext> gather_stack() {
-  return torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
-}
+std::shared_ptr<RecordedStack> gather_stack() { return RecordedStack::gather(); }
 
 // Device memory and pinned host memory are tracked; pageable host memory is the host's alone.
 bool tracked(const at::Tensor& t) {
@@ -59,7 +55,8 @@ bool tracked(const at::Tensor& t) {
 }
 
 TensorNote note_of(const at::Tensor& t, Access access) {
-  TensorNote n{ViewGeometry{}, t.scalar_type(), t.device(), access != Access::kRead, access, 0, 0, 0};
+  TensorNote n{
+      ViewGeometry{}, t.scalar_type(), t.device(), access != Access::kRead, access, 0, 0, 0};
   n.view.base = reinterpret_cast<std::uintptr_t>(t.data_ptr());
   n.view.sizes.assign(t.sizes().begin(), t.sizes().end());
   n.view.strides.assign(t.strides().begin(), t.strides().end());
@@ -113,7 +110,8 @@ void fill_allocation_ids(State& st, TaskNote& note) {
 void record_locked(State& st, const Prepared& p) {
   const std::shared_ptr<const TaskNote> note = p.note;
   for (std::uint32_t t = 0; t < p.ranges.size(); ++t) {
-    const AccessRecord a{note, t, p.access[t] != Access::kRead, static_cast<bool>(p.approximate[t])};
+    const AccessRecord a{note, t, p.access[t] != Access::kRead,
+                         static_cast<bool>(p.approximate[t])};
     for (const ByteRange& r : p.ranges[t]) st.shadow.record(r, a);
   }
 }
@@ -122,7 +120,8 @@ void record_locked(State& st, const Prepared& p) {
 // lock is released. `init_steps`: the parts the uninitialised-read tool checks in order (a graph
 // replay's captured tasks); empty: the task itself.
 template <typename Begin>
-void check_and_record(Prepared& p, Begin&& begin, const std::vector<Prepared>* init_steps = nullptr) {
+void check_and_record(Prepared& p, Begin&& begin,
+                      const std::vector<Prepared>* init_steps = nullptr) {
   State& st = state();
   const bool streams = sanitizing_streams();
   const bool init = sanitizing_init();
@@ -207,6 +206,13 @@ void sanitize_replay(vdev::rt::Stream& stream, std::uint64_t capture_id) {
     std::lock_guard<std::mutex> lock(st.mu);
     auto it = st.captures.find(capture_id);
     if (it == st.captures.end()) return;
+    if (const std::uint64_t outer = stream.capture_id(); outer != 0) {
+      // Replayed inside another capture: part of that graph, checked at its replays.
+      std::vector<std::shared_ptr<const TaskNote>>& into = st.captures[outer];
+      const std::vector<std::shared_ptr<const TaskNote>> inner = st.captures[capture_id];
+      into.insert(into.end(), inner.begin(), inner.end());
+      return;
+    }
     p.note = std::make_shared<TaskNote>();
     p.note->op = "graph replay";
     p.note->device = stream.device();
@@ -241,7 +247,7 @@ void forget_capture(std::uint64_t capture_id) {
 void sanitizer_allocated(void* ptr, std::size_t bytes, const vdev::rt::Stream& stream) {
   (void)stream;
   // The allocating stack, for the uninitialised-read report (gathered before the lock).
-  std::shared_ptr<c10::GatheredContext> stack = sanitizing_init() ? gather_stack() : nullptr;
+  std::shared_ptr<RecordedStack> stack = sanitizing_init() ? gather_stack() : nullptr;
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
   const auto at = reinterpret_cast<std::uintptr_t>(ptr);
@@ -263,9 +269,8 @@ bool sanitizer_freed(void* ptr) {
     // has finished: their accesses cannot conflict with the next owner's.
     std::unordered_set<std::uint32_t> slots;
     for (const vdev::rt::Stream* s : a.recorded) slots.insert(hb::slot_of(*s));
-    st.shadow.forget({at, at + a.bytes}, [&](const AccessRecord& r) {
-      return slots.count(r.epoch().slot) != 0;
-    });
+    st.shadow.forget({at, at + a.bytes},
+                     [&](const AccessRecord& r) { return slots.count(r.epoch().slot) != 0; });
   }
   st.init.freed(at);
   st.allocations.erase(it);

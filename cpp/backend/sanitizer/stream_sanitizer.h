@@ -59,7 +59,7 @@ VDEV_BACKEND_API void sanitize_host_access(const char* op, c10::ArrayRef<TensorU
 VDEV_BACKEND_API void sanitize_replay(vdev::rt::Stream& stream, std::uint64_t capture_id);
 VDEV_BACKEND_API void forget_capture(std::uint64_t capture_id);
 
-// The allocator's events.
+// The allocators' events (allocation_events.h).
 void sanitizer_allocated(void* ptr, std::size_t bytes, const vdev::rt::Stream& stream);
 // Returns whether other streams were declared users of the block (Tensor.record_stream).
 bool sanitizer_freed(void* ptr);

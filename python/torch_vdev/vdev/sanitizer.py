@@ -24,6 +24,7 @@ torch_vdev.sanitize script.py`` runs a whole script under them and prints a summ
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -54,6 +55,16 @@ class UninitializedReadError(RuntimeError):
 
 
 _C._sanitizer_set_error_types(StreamRaceError, UninitializedReadError)
+
+
+def _release_stacks(phase: str, info: dict) -> None:
+    # The stacks kept for reports hold code objects, and torch.compile keeps its caches on them:
+    # turned into text before each collection, they keep nothing alive (recorded_stack.h).
+    if phase == "start" and _C._sanitizer_flags():
+        _C._sanitizer_symbolize_stacks()
+
+
+gc.callbacks.append(_release_stacks)
 
 
 @dataclass(frozen=True)
