@@ -11,6 +11,12 @@
 //                       1..kMaxDeviceThreads (default: the cores this process may use minus one,
 //                       at least 1: one core stays with the host thread, which runs ahead of the
 //                       device as a GPU's host does)
+//   VDEV_OOM_AFTER      N, an integer >= 0: the device allocation after the first N raises out of
+//                       memory, once (the backend's caching allocator arms Fault::kDeviceAlloc
+//                       with it, runtime/fault_injection.h); unset or empty: none
+//   VDEV_DIST_FAULT     RANK:N:abort|hang: the N-th collective (counted from 1) of the process of
+//                       global rank RANK exits the process (abort) or never arrives (hang); the
+//                       backend's collectives backend acts on it; unset or empty: none
 //
 // The environment is read on the first call to config() and never again. A malformed value does
 // not throw at load time: config() throws std::runtime_error naming the variable and the value on
@@ -20,6 +26,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -32,11 +39,23 @@ inline constexpr int kDefaultDeviceCount = 2;
 inline constexpr std::size_t kDefaultDeviceMemory = std::size_t{4} << 30;
 inline constexpr int kMaxDeviceThreads = 1024;
 
+// VDEV_DIST_FAULT: which collective of which rank fails, and how.
+enum class DistFaultMode { kAbort, kHang };
+struct DistFault {
+  int rank;          // the global rank (in the default process group)
+  std::int64_t nth;  // that process's collective that fails, counted from 1
+  DistFaultMode mode;
+};
+
 struct Config {
   int device_count;
   std::size_t device_memory;  // capacity of each device, in bytes
   bool launch_blocking;       // VDEV_LAUNCH_BLOCKING=1: every enqueue waits for its task
   int device_threads;         // intra-op threads of a stream worker's kernels
+
+  // Injected faults (runtime/fault_injection.h).
+  std::int64_t oom_after = -1;            // VDEV_OOM_AFTER (-1: unset)
+  std::optional<DistFault> dist_fault{};  // VDEV_DIST_FAULT
 };
 
 // The validated configuration; throws std::runtime_error if the environment is malformed.
@@ -49,6 +68,10 @@ VDEV_RT_API const std::optional<std::string>& config_error() noexcept;
 VDEV_RT_API int parse_device_count(const std::string& text, const char* what);
 VDEV_RT_API std::size_t parse_memory_size(const std::string& text, const char* what);
 VDEV_RT_API int parse_thread_count(const std::string& text, const char* what);
+// VDEV_OOM_AFTER: an integer >= 0.
+VDEV_RT_API std::int64_t parse_oom_after(const std::string& text, const char* what);
+// VDEV_DIST_FAULT: RANK:N:MODE, RANK an integer >= 0, N an integer >= 1, MODE abort or hang.
+VDEV_RT_API DistFault parse_dist_fault(const std::string& text, const char* what);
 
 // The default of VDEV_DEVICE_THREADS: the CPUs in this process's affinity mask minus one, at
 // least 1.
