@@ -33,6 +33,12 @@ def _create_backend(store, rank: int, size: int, timeout: datetime.timedelta):
 
     from torch_vdev import _C
 
+    # VDEV_DIST_FAULT names a global rank: this process's rank in the default group, or this
+    # group's rank when it is the default group being made (no default group exists yet).
+    if dist.is_initialized():
+        _C._arm_dist_fault(dist.get_rank(), dist.get_world_size())
+    else:
+        _C._arm_dist_fault(rank, size)
     # A prefix of its own: with "cpu:gloo,vdev:vccl" the CPU's Gloo group shares the store. And
     # one per torchrun attempt: torchrun's store outlives the workers it restarts, so a restarted
     # rank would otherwise read the Gloo addresses of the attempt before and connect to a process
