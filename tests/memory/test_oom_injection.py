@@ -4,6 +4,7 @@ message, once; the allocator's statistics, snapshot, history and observers stay 
 
 from __future__ import annotations
 
+import gc
 import re
 
 import pytest
@@ -97,6 +98,10 @@ def test_statistics_snapshot_and_history_stay_consistent():
     held = [empty(300), empty(1 << 20)]
     free_later = empty(5000)
     del free_later  # a cached block
+    # Nothing else may free meanwhile: tensors of earlier tests left in reference cycles are
+    # collected now, not between the two looks; fences of deferred frees complete.
+    gc.collect()
+    gc.disable()
     torch.vdev.synchronize()
     torch.vdev.memory._record_memory_history(max_entries=1000)
     try:
@@ -105,18 +110,21 @@ def test_statistics_snapshot_and_history_stay_consistent():
         with inject_oom(after=0), pytest.raises(torch.OutOfMemoryError):
             empty(5000)  # would have been a cache hit
         after = torch.vdev.memory_stats()
+        segments_after = _segments(torch.vdev.memory_snapshot())
+        allocated, reserved = torch.vdev.memory_allocated(), torch.vdev.memory_reserved()
         trace = torch.vdev.memory._snapshot()["device_traces"][0]
     finally:
         torch.vdev.memory._record_memory_history(enabled=None)
+        gc.enable()
     # Exactly the failure is counted: nothing allocated, released, retried or synchronized.
     assert {k: v for k, v in after.items() if v != stats[k]} == {"num_ooms": stats["num_ooms"] + 1}
-    assert _segments(torch.vdev.memory_snapshot()) == segments
-    assert torch.vdev.memory_allocated() == stats["allocated_bytes.all.current"]
-    assert torch.vdev.memory_reserved() == stats["reserved_bytes.all.current"]
+    assert segments_after == segments
+    assert allocated == stats["allocated_bytes.all.current"]
+    assert reserved == stats["reserved_bytes.all.current"]
     # As a real out-of-memory error: recorded in the history (observers: in a fresh interpreter,
     # test_environment_variable_in_a_fresh_interpreter, as they cannot be detached).
     assert [e["size"] for e in trace if e["action"] == "oom"] == [20000]
-    # The allocator goes on: the cached block is handed out.
+    # The allocator goes on.
     again = empty(5000)
     assert torch.vdev.memory_stats()["num_alloc_retries"] == stats["num_alloc_retries"]
     del again, held
