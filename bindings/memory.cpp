@@ -278,6 +278,9 @@ void bind_memory(nb::module_& m) {
   m.def("_set_memory_fraction", &backend::set_memory_fraction, nb::arg("fraction"),
         nb::arg("device"), "Limits what this process may reserve on the device (0..1).");
   m.def("_get_memory_fraction", &backend::memory_fraction, nb::arg("device"));
+  m.def("_exchange_injected_oom", &backend::exchange_injected_oom, nb::arg("after"),
+        "The allocation after the next `after` ones raises out of memory, once (-1: none); "
+        "returns the count it replaces.");
   m.def(
       "_empty_cache", [] { backend::device_allocator()->emptyCache({0, 0}); },
       nb::call_guard<nb::gil_scoped_release>(),

@@ -6,11 +6,13 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 
 #include "backend/testing/probes.h"
 #include "bindings/errors.h"
@@ -36,6 +38,12 @@ void bind_runtime(nb::module_& t) {
         [](const std::string& s) { return rt::parse_memory_size(s, "VDEV_DEVICE_MEMORY"); });
   t.def("parse_thread_count",
         [](const std::string& s) { return rt::parse_thread_count(s, "VDEV_DEVICE_THREADS"); });
+  t.def("parse_oom_after",
+        [](const std::string& s) { return rt::parse_oom_after(s, "VDEV_OOM_AFTER"); });
+  t.def("parse_dist_fault", [](const std::string& s) {
+    const rt::DistFault f = rt::parse_dist_fault(s, "VDEV_DIST_FAULT");
+    return std::make_tuple(f.rank, f.nth, f.mode == rt::DistFaultMode::kAbort ? "abort" : "hang");
+  });
   t.def("default_device_threads", &rt::default_device_threads);
   t.def("runtime_allocated_bytes", [](int device) { return rt::memory_stats(device).allocated; });
   t.def(

@@ -17,6 +17,8 @@
 namespace vdev::rt {
 namespace {
 
+constexpr int kMaxRank = std::numeric_limits<int>::max();  // VDEV_DIST_FAULT's RANK
+
 std::string trim(const std::string& s) {
   std::size_t b = 0, e = s.size();
   while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
@@ -112,6 +114,12 @@ const Loaded& loaded() {
       if (const char* v = std::getenv("VDEV_SANITIZER")) {
         l.config.sanitizer = parse_sanitizer_flags(v, "VDEV_SANITIZER");
       }
+      if (const char* v = std::getenv("VDEV_OOM_AFTER"); v != nullptr && !trim(v).empty()) {
+        l.config.oom_after = parse_oom_after(v, "VDEV_OOM_AFTER");
+      }
+      if (const char* v = std::getenv("VDEV_DIST_FAULT"); v != nullptr && !trim(v).empty()) {
+        l.config.dist_fault = parse_dist_fault(v, "VDEV_DIST_FAULT");
+      }
       check_address_space(l.config);
     } catch (const std::exception& e) {
       l.error = e.what();
@@ -200,6 +208,46 @@ std::size_t parse_memory_size(const std::string& text, const char* what) {
 
 int parse_thread_count(const std::string& text, const char* what) {
   return parse_count(text, what, kMaxDeviceThreads, "thread count");
+}
+
+std::int64_t parse_oom_after(const std::string& text, const char* what) {
+  unsigned long long v = 0;
+  if (!parse_unsigned(trim(text), &v) ||
+      v > static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max())) {
+    fail<std::invalid_argument>("config", what, "='", text,
+                                "' is not valid: expected the number of device allocations that "
+                                "succeed before the injected out-of-memory error, an integer >= 0");
+  }
+  return static_cast<std::int64_t>(v);
+}
+
+DistFault parse_dist_fault(const std::string& text, const char* what) {
+  const auto bad = [&](const std::string& why) {
+    fail<std::invalid_argument>("config", what, "='", text, "' is not valid: ", why,
+                                "; expected RANK:N:MODE, e.g. 1:3:abort (RANK an integer >= 0, "
+                                "N an integer >= 1, MODE abort or hang)");
+  };
+  const std::string t = trim(text);
+  const std::size_t a = t.find(':');
+  const std::size_t b = a == std::string::npos ? a : t.find(':', a + 1);
+  if (b == std::string::npos) bad("three parts separated by ':' are needed");
+  const std::string rank = trim(t.substr(0, a)), nth = trim(t.substr(a + 1, b - a - 1));
+  const std::string mode = trim(t.substr(b + 1));
+  unsigned long long r = 0, n = 0;
+  if (!parse_unsigned(rank, &r) || r > static_cast<unsigned long long>(kMaxRank)) {
+    bad("the rank '" + rank + "' is not an integer in 0.." + std::to_string(kMaxRank));
+  }
+  if (!parse_unsigned(nth, &n) || n < 1 ||
+      n > static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max())) {
+    bad("N '" + nth + "' is not an integer >= 1 (the rank's N-th collective, counted from 1)");
+  }
+  DistFaultMode m = DistFaultMode::kAbort;
+  if (mode == "hang") {
+    m = DistFaultMode::kHang;
+  } else if (mode != "abort") {
+    bad("the mode '" + mode + "' is neither abort nor hang");
+  }
+  return {static_cast<int>(r), static_cast<std::int64_t>(n), m};
 }
 
 int default_device_threads() noexcept {

@@ -14,6 +14,12 @@
 //   VDEV_SANITIZER      the bug finders on from the start (backend/sanitizer/): a comma-separated
 //                       list of streams, init, poison, and warn (report and go on instead of
 //                       raising); empty or unset: none
+//   VDEV_OOM_AFTER      N, an integer >= 0: the device allocation after the first N raises out of
+//                       memory, once (the backend's caching allocator arms Fault::kDeviceAlloc
+//                       with it, runtime/fault_injection.h); unset or empty: none
+//   VDEV_DIST_FAULT     RANK:N:abort|hang: the N-th collective (counted from 1) of the process of
+//                       global rank RANK exits the process (abort) or never arrives (hang); the
+//                       backend's collectives backend acts on it; unset or empty: none
 //
 // The environment is read on the first call to config() and never again. A malformed value does
 // not throw at load time: config() throws std::runtime_error naming the variable and the value on
@@ -23,6 +29,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -35,12 +42,24 @@ inline constexpr int kDefaultDeviceCount = 2;
 inline constexpr std::size_t kDefaultDeviceMemory = std::size_t{4} << 30;
 inline constexpr int kMaxDeviceThreads = 1024;
 
+// VDEV_DIST_FAULT: which collective of which rank fails, and how.
+enum class DistFaultMode { kAbort, kHang };
+struct DistFault {
+  int rank;          // the global rank (in the default process group)
+  std::int64_t nth;  // that process's collective that fails, counted from 1
+  DistFaultMode mode;
+};
+
 struct Config {
   int device_count;
   std::size_t device_memory;  // capacity of each device, in bytes
   bool launch_blocking;       // VDEV_LAUNCH_BLOCKING=1: every enqueue waits for its task
   int device_threads;         // intra-op threads of a stream worker's kernels
   unsigned sanitizer = 0;     // VDEV_SANITIZER: SanitizerFlag bits
+
+  // Injected faults (runtime/fault_injection.h).
+  std::int64_t oom_after = -1;            // VDEV_OOM_AFTER (-1: unset)
+  std::optional<DistFault> dist_fault{};  // VDEV_DIST_FAULT
 };
 
 // The bug finders VDEV_SANITIZER names (backend/sanitizer/settings.h).
@@ -63,6 +82,10 @@ VDEV_RT_API std::size_t parse_memory_size(const std::string& text, const char* w
 VDEV_RT_API int parse_thread_count(const std::string& text, const char* what);
 // "streams,init" -> SanitizerFlag bits; an unknown name throws naming it and the valid ones.
 VDEV_RT_API unsigned parse_sanitizer_flags(const std::string& text, const char* what);
+// VDEV_OOM_AFTER: an integer >= 0.
+VDEV_RT_API std::int64_t parse_oom_after(const std::string& text, const char* what);
+// VDEV_DIST_FAULT: RANK:N:MODE, RANK an integer >= 0, N an integer >= 1, MODE abort or hang.
+VDEV_RT_API DistFault parse_dist_fault(const std::string& text, const char* what);
 
 // The default of VDEV_DEVICE_THREADS: the CPUs in this process's affinity mask minus one, at
 // least 1.

@@ -417,6 +417,35 @@ def rank_dies(rank: int, ws: int) -> dict:
     return out
 
 
+def dist_fault(rank: int, ws: int) -> dict:
+    """Under VDEV_DIST_FAULT (set by the test): all-reduces until one fails, recording which and
+    how long it took; then, with FAULT_TEST_NEW_GROUP=1 (every rank is still alive), makes a new
+    group, which works."""
+    dev = _device(rank)
+    torch.vdev.set_device(dev)
+    timeout = float(os.environ["FAULT_TEST_TIMEOUT"])
+    dist.init_process_group(
+        "vccl", rank=rank, world_size=ws, timeout=datetime.timedelta(seconds=timeout)
+    )
+    out: dict = {"done": []}
+    x = torch.ones(4, device=dev)
+    for i in range(1, 5):
+        res = _failing_all_reduce(x)
+        if res["error"] is None:
+            out["done"].append(i)
+            continue
+        out.update(failed=i, failure=res["error"], seconds=res["seconds"])
+        out["after"] = _outcome(lambda: dist.all_reduce(x))  # the group is broken for good
+        if os.environ.get("FAULT_TEST_NEW_GROUP") != "1":
+            break
+        fresh = dist.new_group(list(range(ws)))
+        y = torch.full((2,), float(rank + 1), device=dev)
+        dist.all_reduce(y, group=fresh)
+        out["new_group"] = y.tolist()
+        break
+    return out
+
+
 def main() -> None:
     scenario, rank, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     ws = int(os.environ["WORLD_SIZE"])

@@ -22,6 +22,7 @@
 #include "backend/common/task.h"
 #include "backend/common/vdev_device.h"
 #include "backend/distributed/comm_work.h"
+#include "backend/distributed/dist_fault.h"
 #include "backend/memory/allocator.h"
 #include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/event.h"
@@ -357,10 +358,14 @@ void CommBackend::setGroupUid(const std::string& uid) {
 void CommBackend::shutdown() {
   // Queued collectives keep their own reference to Gloo; shutting it down fails them (with
   // Gloo's error), which is what NCCL's shutdown does to work in flight.
+  closed_->store(true);
   gloo_->shutdown();
 }
 
-void CommBackend::abort() { gloo_->abort(); }
+void CommBackend::abort() {
+  closed_->store(true);
+  gloo_->abort();
+}
 
 void CommBackend::fail(CommOutcome& outcome, Failure& failure, const std::exception_ptr& e) {
   std::string what = "unknown error";
@@ -530,10 +535,13 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
   }
   vdev::rt::TaskTag tag{vdev::rt::TaskKind::kCollective};
   for (const Pending& op : ops) tag.bytes += collective_tag(op.args).bytes;
+  const bool faulted = take_dist_fault();
   enqueue_task(
       comm, name,
-      [ops = std::move(ops), gloo = gloo_, outcome, print, name, failure = failure_]() {
+      [ops = std::move(ops), gloo = gloo_, outcome, print, name, failure = failure_, faulted,
+       closed = closed_]() {
         try {
+          if (faulted) act_on_dist_fault(gloo->getBackendOptions()->timeout, *closed, name);
           // Queued before an earlier collective failed: the group is broken, do not start
           // it.
           if (failure->failed.load()) throw_failed(*failure, name);
@@ -587,10 +595,13 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
   order_after(comm, current_runtime_stream(device_));
   if (C10_UNLIKELY(sanitizing_accesses())) sanitize_queued(comm, name, op.uses);
   const vdev::rt::TaskTag tag = collective_tag(op.args);
+  const bool faulted = take_dist_fault();
   enqueue_task(
       comm, name,
-      [op = std::move(op), gloo = gloo_, outcome, posted, failure = failure_, name]() {
+      [op = std::move(op), gloo = gloo_, outcome, posted, failure = failure_, name, faulted,
+       closed = closed_]() {
         try {
+          if (faulted) act_on_dist_fault(gloo->getBackendOptions()->timeout, *closed, name);
           if (failure->failed.load()) throw_failed(*failure, name);
           auto lists = make_aliases(op.args);
           *posted = op.launch(*gloo, lists);  // posts the send or receive; does not wait

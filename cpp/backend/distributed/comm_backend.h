@@ -51,6 +51,9 @@
 // of step and the healthy one wait for the whole timeout.) Nothing else on the device is touched;
 // a new group works.
 //
+// An injected fault (VDEV_DIST_FAULT, backend/distributed/dist_fault.h) is taken as a collective
+// is queued; the task runs the fault instead of the collective.
+//
 // Thread rules: collectives may be called from any host thread (the binding and the coalescing
 // state are guarded by a mutex); c10d's own rule stands: every rank calls them in the same order.
 // Ownership: the backend owns the Gloo backend and shares it with queued tasks (an intrusive_ptr
@@ -194,6 +197,8 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
 
   const c10::intrusive_ptr<c10d::Backend> gloo_;
   const std::shared_ptr<Failure> failure_ = std::make_shared<Failure>();
+  // Set by shutdown() and abort(): ends an injected hang (VDEV_DIST_FAULT) before its timeout.
+  const std::shared_ptr<std::atomic<bool>> closed_ = std::make_shared<std::atomic<bool>>(false);
   std::mutex mu_;
   // The Work of what was just queued on `stream`: an event and a completed Future there.
   c10::intrusive_ptr<c10d::Work> work_after_locked(vdev::rt::Stream& stream, c10d::OpType type,

@@ -17,6 +17,7 @@
 #include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
+#include "runtime/fault_injection.h"
 #include "runtime/memory.h"
 #include "runtime/process.h"
 #include "runtime/stream_registry.h"
@@ -64,6 +65,11 @@ Caches& caches() {
   static Caches* c = [] {
     auto* made = new Caches;  // leaked: see above
     made->register_for_fork();
+    // VDEV_OOM_AFTER counts from here: every allocation comes through this table. (A malformed
+    // configuration arms nothing; every use of a device raises its error.)
+    if (!vdev::rt::config_error() && vdev::rt::config().oom_after >= 0) {
+      vdev::rt::arm_fault_after(vdev::rt::Fault::kDeviceAlloc, vdev::rt::config().oom_after);
+    }
     return made;
   }();
   return *c;
@@ -177,6 +183,12 @@ std::atomic<AllocationObserver*> g_allocation_observer{nullptr};
 
 void set_allocation_observer(AllocationObserver* observer) {
   detail::g_allocation_observer.store(observer, std::memory_order_release);
+}
+
+std::int64_t exchange_injected_oom(std::int64_t after) {
+  VDEV_RT(vdev::rt::config());  // a malformed configuration raises, as any first use does
+  caches();                     // VDEV_OOM_AFTER is armed first, so that it is what we replace
+  return vdev::rt::arm_fault_after(vdev::rt::Fault::kDeviceAlloc, after);
 }
 
 REGISTER_ALLOCATOR(kVdev, device_allocator());

@@ -15,6 +15,7 @@
 #include <c10/core/CachingDeviceAllocator.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "backend/common/export.h"
 
@@ -27,6 +28,13 @@ VDEV_BACKEND_API c10::DeviceAllocator* device_allocator();
 // Raises ValueError outside 0..1, IndexError for a bad device.
 VDEV_BACKEND_API void set_memory_fraction(double fraction, int device);
 VDEV_BACKEND_API double memory_fraction(int device);
+
+// torch.vdev.memory.inject_oom: the device allocation after the next `after` ones raises
+// torch.OutOfMemoryError, once, process-wide (every device and thread; every request the caching
+// allocator serves counts, cache hits included, not zero-byte ones); `after` < 0: none. Returns
+// the count it replaces (allocations still to pass; -1: none), for the caller to put back.
+// VDEV_OOM_AFTER arms it when the allocator starts. Raises the configuration error if any.
+VDEV_BACKEND_API std::int64_t exchange_injected_oom(std::int64_t after);
 
 class DeviceCache;
 // The caching allocator of a device (graph pools: backend/graphs/).

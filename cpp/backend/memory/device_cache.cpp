@@ -12,6 +12,7 @@
 
 #include "backend/memory/cache_stats.h"
 #include "runtime/errors.h"
+#include "runtime/fault_injection.h"
 #include "runtime/memory.h"
 #include "runtime/process.h"
 #include "runtime/stream_registry.h"
@@ -435,6 +436,11 @@ Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {
     context = s.gather_context(RecordContext::STATE);  // before the lock: it may take the GIL
   }
   std::unique_lock<std::mutex> lock(s.mu);
+  if (C10_UNLIKELY(vdev::rt::take_injected_fault(vdev::rt::Fault::kDeviceAlloc))) {
+    // An injected out-of-memory error (VDEV_OOM_AFTER, inject_oom): the real one's path, so
+    // that statistics, history and observers see the same; the cache is left as it is.
+    s.out_of_memory(lock, nbytes, stream, s.pool_for(stream), std::move(context));
+  }
   s.process_deferred();
   PrivatePool* owner = s.pool_for(stream);
   Block* b = s.take_free_block(owner, small, &stream, size);

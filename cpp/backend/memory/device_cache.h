@@ -87,7 +87,9 @@ class DeviceCache {
   DeviceCache& operator=(const DeviceCache&) = delete;
 
   // A block of at least `nbytes` (> 0) for use on `stream`. Throws c10::OutOfMemoryError (after
-  // releasing the cache and retrying) when the device or the per-process fraction is exhausted.
+  // releasing the cache and retrying) when the device or the per-process fraction is exhausted,
+  // and at once, leaving the cache as it is, when an out-of-memory error was injected for this
+  // request (runtime/fault_injection.h, Fault::kDeviceAlloc: every call asks, cache hits too).
   Block* allocate(std::size_t nbytes, vdev::rt::Stream& stream);
   void free(Block* block);
   // Declares that `stream` uses `block` (Tensor.record_stream).

@@ -19,6 +19,7 @@
 #include "runtime/device.h"
 #include "runtime/errors.h"
 #include "runtime/event.h"
+#include "runtime/fault_injection.h"
 #include "runtime/ipc.h"
 #include "runtime/memory.h"
 #include "runtime/stream_registry.h"
@@ -472,10 +473,63 @@ static void test_capture_records_joins_and_invalidates() {
   EXPECT(ok.load() == 200 && rt::active_captures() == 0);
 }
 
+static void test_config_parsers_of_injected_faults() {
+  EXPECT(rt::parse_oom_after("0", "O") == 0);
+  EXPECT(rt::parse_oom_after(" 12 ", "O") == 12);
+  EXPECT(throws<std::invalid_argument>([] { rt::parse_oom_after("-1", "O"); }, "O='-1'"));
+  EXPECT(throws<std::invalid_argument>([] { rt::parse_oom_after("2x", "O"); }, ">= 0"));
+  const rt::DistFault f = rt::parse_dist_fault("1:3:hang", "D");
+  EXPECT(f.rank == 1 && f.nth == 3 && f.mode == rt::DistFaultMode::kHang);
+  EXPECT(rt::parse_dist_fault(" 0 : 1 : abort ", "D").mode == rt::DistFaultMode::kAbort);
+  EXPECT(throws<std::invalid_argument>([] { rt::parse_dist_fault("1:0:abort", "D"); }, "N '0'"));
+  EXPECT(throws<std::invalid_argument>([] { rt::parse_dist_fault("a:1:hang", "D"); }, "'a'"));
+  EXPECT(throws<std::invalid_argument>([] { rt::parse_dist_fault("1:2:boom", "D"); }, "'boom'"));
+  EXPECT(throws<std::invalid_argument>([] { rt::parse_dist_fault("1:2", "D"); }, "D='1:2'"));
+}
+
+// A countdown lets `after` operations pass and fails the next one, once; arming exchanges it;
+// pending faults (inject_fault) add up with it. Threads racing through a countdown: exactly one
+// operation fails.
+static void test_fault_countdown_fails_exactly_one_operation() {
+  using rt::Fault;
+  const auto take = [] { return rt::take_injected_fault(Fault::kCollective); };
+  EXPECT(!take());
+  EXPECT(rt::arm_fault_after(Fault::kCollective, 2) == -1);
+  EXPECT(!take());
+  EXPECT(!take());
+  EXPECT(take());
+  EXPECT(!take());
+  EXPECT(rt::arm_fault_after(Fault::kCollective, -1) == -1);  // fired: disarmed
+  rt::arm_fault_after(Fault::kCollective, 5);
+  EXPECT(!take());
+  EXPECT(rt::arm_fault_after(Fault::kCollective, -1) == 4);  // what is left, for a scope to restore
+  EXPECT(!take());
+  rt::inject_fault(Fault::kCollective, 1);
+  rt::arm_fault_after(Fault::kCollective, 1);
+  EXPECT(take());  // the pending fault (the countdown's one operation passes it)
+  EXPECT(take());  // the countdown
+  EXPECT(!take());
+  EXPECT(!rt::take_injected_fault(Fault::kDeviceAlloc));  // points are independent
+
+  rt::arm_fault_after(Fault::kCollective, 5000);
+  std::atomic<int> failed{0}, passed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 2500; ++i) (take() ? failed : passed).fetch_add(1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT(failed.load() == 1 && passed.load() == 9999);
+  EXPECT(rt::arm_fault_after(Fault::kCollective, -1) == -1);
+}
+
 int main() {
   setenv("VDEV_DEVICE_COUNT", "2", 1);
   setenv("VDEV_DEVICE_MEMORY", "64MiB", 1);
   test_config_parsers();
+  test_config_parsers_of_injected_faults();
+  test_fault_countdown_fails_exactly_one_operation();
   test_device_registry();
   test_current_device_is_thread_local();
   test_memory_accounting_and_copies();

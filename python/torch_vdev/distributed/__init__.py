@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime
 import functools
 import inspect
+import os
 
 BACKEND_NAME = "vccl"
 
@@ -32,8 +33,19 @@ def _create_backend(store, rank: int, size: int, timeout: datetime.timedelta):
 
     from torch_vdev import _C
 
-    # A prefix of its own: with "cpu:gloo,vdev:vccl" the CPU's Gloo group shares the store.
-    gloo = dist.ProcessGroupGloo(dist.PrefixStore(f"{BACKEND_NAME}/", store), rank, size, timeout)
+    # VDEV_DIST_FAULT names a global rank: this process's rank in the default group, or this
+    # group's rank when it is the default group being made (no default group exists yet).
+    if dist.is_initialized():
+        _C._arm_dist_fault(dist.get_rank(), dist.get_world_size())
+    else:
+        _C._arm_dist_fault(rank, size)
+    # A prefix of its own: with "cpu:gloo,vdev:vccl" the CPU's Gloo group shares the store. And
+    # one per torchrun attempt: torchrun's store outlives the workers it restarts, so a restarted
+    # rank would otherwise read the Gloo addresses of the attempt before and connect to a process
+    # that no longer exists (Gloo's "connectFullMesh failed ... Connection refused").
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+    prefix = f"{BACKEND_NAME}/" if attempt in ("", "0") else f"{BACKEND_NAME}/attempt_{attempt}/"
+    gloo = dist.ProcessGroupGloo(dist.PrefixStore(prefix, store), rank, size, timeout)
     return _C._new_comm_backend(gloo, rank, size)
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "reset_peak_memory_stats",
     "set_per_process_memory_fraction",
     "memory_snapshot",
+    "inject_oom",
 ]
 
 
@@ -132,6 +133,54 @@ def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None
 def get_per_process_memory_fraction(device: Any = None) -> float:
     """The fraction set by ``set_per_process_memory_fraction`` (1.0 by default)."""
     return _C._get_memory_fraction(_index(device, "get_per_process_memory_fraction"))
+
+
+class inject_oom:
+    """Makes the device allocation after the next ``after`` ones raise ``torch.OutOfMemoryError``,
+    once, while the scope is open, so that a program's "catch out of memory, free, retry smaller"
+    path runs (``VDEV_OOM_AFTER=N`` does the same for a whole process)::
+
+        with torch.vdev.memory.inject_oom(after=2) as oom:
+            a = torch.empty(8, device="vdev")      # allocation 1
+            b = torch.empty(8, device="vdev")      # allocation 2
+            c = torch.empty(8, device="vdev")      # raises torch.OutOfMemoryError
+        assert oom.fired
+
+    The error is the allocator's own, with CUDA's message: ``memory_stats()["num_ooms"]`` counts it,
+    memory history records it, out-of-memory observers are called. Nothing else changes: the cache
+    is not released and what was allocated stays allocated. Every allocation request the caching
+    allocator serves counts, cached blocks included, on every device and thread (zero-byte tensors
+    allocate nothing and do not count). Entering replaces the injection in force (an enclosing
+    scope's, or ``VDEV_OOM_AFTER``'s), which is suspended meanwhile and resumes at exit with the
+    count it had; an injection that has not fired by the exit is withdrawn. ``fired`` says, after
+    the exit, whether this scope's error was raised."""
+
+    def __init__(self, after: int) -> None:
+        if isinstance(after, bool) or not isinstance(after, int):
+            raise TypeError(f"inject_oom: after must be an int, got {type(after).__name__}")
+        if after < 0:
+            raise ValueError(
+                f"inject_oom: after={after} is not valid: expected the number of device "
+                "allocations that succeed before the injected out-of-memory error, an integer "
+                ">= 0"
+            )
+        self.after = after
+        self.fired = False
+        self._replaced: int | None = None
+
+    def __enter__(self) -> inject_oom:
+        if self._replaced is not None:
+            raise RuntimeError("inject_oom: this scope is already open")
+        self.fired = False
+        self._replaced = _C._exchange_injected_oom(self.after)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        # -1: this scope's countdown reached its allocation (nested scopes put back what they
+        # found, so nothing else disarms it).
+        left = _C._exchange_injected_oom(self._replaced)
+        self._replaced = None
+        self.fired = left < 0
 
 
 def host_memory_stats() -> dict[str, int]:

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/memory/device_cache.h"
+#include "runtime/fault_injection.h"
 #include "runtime/memory.h"
 #include "runtime/stream_registry.h"
 #include "runtime/testing/gate.h"
@@ -358,6 +359,43 @@ static void test_out_of_memory_is_recorded_and_observed_without_the_lock() {
   cache.empty_cache();
 }
 
+// An injected out-of-memory error (runtime/fault_injection.h, Fault::kDeviceAlloc) counts every
+// request, cache hits included, raises the real error (its message, num_ooms) and leaves the cache
+// as it was: nothing released or retried, nothing allocated; the next request succeeds.
+static void test_an_injected_out_of_memory_counts_cache_hits_and_changes_nothing() {
+  DeviceCache cache(1);
+  rt::Stream& s = rt::default_stream(1);
+  Block* kept = cache.allocate(std::size_t{3} << 20, s);
+  cache.free(cache.allocate(4096, s));  // cached
+  EXPECT(rt::arm_fault_after(rt::Fault::kDeviceAlloc, 1) == -1);
+  Block* hit = cache.allocate(4096, s);  // request 1: served from the cache, and counted
+  const auto before = cache.stats();
+  bool threw = false;
+  try {
+    cache.allocate(std::size_t{5} << 20, s);  // request 2
+  } catch (const c10::OutOfMemoryError& e) {
+    threw = std::strstr(e.what(),
+                        "vdev out of memory. Tried to allocate 5.00 MiB. vdev:1 has a "
+                        "total capacity of 1.00 GiB") != nullptr;
+  }
+  EXPECT(threw);
+  const auto after = cache.stats();
+  EXPECT(after.num_ooms == before.num_ooms + 1);
+  EXPECT(after.num_alloc_retries == before.num_alloc_retries);
+  EXPECT(after.num_device_alloc == before.num_device_alloc);
+  EXPECT(after.num_device_free == before.num_device_free);
+  EXPECT(current(after.reserved_bytes) == current(before.reserved_bytes));
+  EXPECT(current(after.allocated_bytes) == current(before.allocated_bytes));
+  EXPECT(current(after.allocation) == current(before.allocation));
+  expect_snapshot_matches_stats(cache);
+  Block* again = cache.allocate(std::size_t{5} << 20, s);  // once only
+  EXPECT(rt::arm_fault_after(rt::Fault::kDeviceAlloc, -1) == -1);
+  cache.free(again);
+  cache.free(hit);
+  cache.free(kept);
+  cache.empty_cache();
+}
+
 // `reclaim` runs without the lock before out of memory is declared; what it frees is used.
 static Block* g_reclaimable = nullptr;
 static DeviceCache* g_reclaim_cache = nullptr;
@@ -475,6 +513,7 @@ int main() {
   test_the_ring_keeps_the_newest_entries();
   test_out_of_memory_is_recorded_and_observed_without_the_lock();
   test_reclaim_is_tried_before_out_of_memory();
+  test_an_injected_out_of_memory_counts_cache_hits_and_changes_nothing();
   test_history_under_concurrent_use();
   return report();
 }
