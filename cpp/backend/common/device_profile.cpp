@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "backend/common/check.h"
 #include "runtime/config.h"
@@ -11,30 +12,47 @@
 namespace vdev::backend {
 namespace {
 
-// An aten operator named by a profile must exist and reach the device: a CompositeImplicitAutograd
-// operator decomposes above the device's dispatch key, so no device kernel ever sees it (the
-// profile must name what it decomposes into). Operators of other namespaces may be registered
-// after the profile is read (a library imported later), so they are taken as named.
+// Where a call of `op` on vdev tensors goes: vdev's boxed kernel (ops/fallback.cpp, the only
+// path that runs check_call and so the profile's check), a composite kernel (torch runs it as
+// other operators before any device kernel sees it), or a kernel of vdev's own (ops/conv.cpp, ...).
+enum class Route { kBoxedKernel, kOwnKernel, kComposite };  // best first
+
+Route route_of(const c10::OperatorHandle& op) {
+  if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) return Route::kComposite;
+  // The kernel that runs, by where it was registered (its registration's __FILE__).
+  const std::string& where =
+      op.getComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1).debug();
+  if (where.find("cpp/backend/ops/fallback.cpp") != std::string::npos) return Route::kBoxedKernel;
+  if (where.find("cpp/backend/") != std::string::npos) return Route::kOwnKernel;
+  return Route::kComposite;  // torch's own registration for every backend
+}
+
+// An aten operator a profile names must reach the check (an operator of another namespace may be
+// registered after the profile is read, by a library imported later: it is taken as named). A
+// name without overload covers every overload, and must reach the check through one of them.
 void check_operator_name(const std::string& name, const vdev::rt::Profile& p) {
   if (name.rfind("aten::", 0) != 0) return;
   const std::size_t dot = name.find('.');
   const std::string base = name.substr(0, dot);
   const std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
-  bool found = false;
-  bool decomposes = true;
+  std::optional<Route> route;  // of the named overload, else the best of them
   for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
     if (op.name != base || (dot != std::string::npos && op.overload_name != overload)) continue;
-    found = true;
-    const auto handle = c10::Dispatcher::singleton().findOp(op);
-    if (handle && !handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
-      decomposes = false;
-    }
+    const std::optional<c10::OperatorHandle> handle = c10::Dispatcher::singleton().findOp(op);
+    if (!handle) continue;
+    const Route r = route_of(*handle);
+    if (!route || r < *route) route = r;
   }
-  TORCH_CHECK(found, "[config] VDEV_PROFILE=", p.id, ": \"missing_operators\" names '", name,
-              "', which is not an aten operator");
-  TORCH_CHECK(!decomposes, "[config] VDEV_PROFILE=", p.id, ": \"missing_operators\" names '", name,
-              "', which decomposes into other operators before it reaches a device "
-              "(CompositeImplicitAutograd): name the operators it decomposes into");
+  const char* what = !route ? "which is not an aten operator"
+                     : *route == Route::kComposite
+                         ? "which decomposes into other operators before it reaches a device (a "
+                           "composite kernel): name the operators it runs"
+                     : *route == Route::kOwnKernel
+                         ? "which vdev runs with a kernel of its own (cpp/backend/ops/), outside "
+                           "the checks a profile's missing operators are refused by"
+                         : nullptr;
+  TORCH_CHECK(what == nullptr, "[config] VDEV_PROFILE='", p.id, "': \"missing_operators\" names '",
+              name, "', ", what);
 }
 
 }  // namespace

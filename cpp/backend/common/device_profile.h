@@ -34,8 +34,9 @@ class VDEV_BACKEND_API DeviceProfile {
   bool lacks(std::string_view name, std::string_view overload) const;
 
   // Built from the configuration on the first call; raises the configuration's error, or a
-  // RuntimeError naming VDEV_PROFILE and an operator that does not exist or never reaches a device
-  // kernel (a CompositeImplicitAutograd operator, which decomposes before dispatch to the device).
+  // RuntimeError naming VDEV_PROFILE and a lacking aten operator the check at the call would never
+  // see: one that does not exist, one that decomposes before it reaches a device (a composite
+  // kernel), or one vdev runs with a kernel of its own instead of the boxed kernel.
   static const DeviceProfile& get() {
     static const DeviceProfile profile;  // a failed construction is retried (and raises) next time
     return profile;
