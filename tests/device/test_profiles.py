@@ -18,7 +18,10 @@ MPS_FLOAT64 = (
     "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
     "Please use float32 instead."
 )
-MPS_COMPLEX128 = "Trying to convert ComplexDouble to the MPS backend but it does not have support for that dtype."
+MPS_COMPLEX128 = (
+    "Trying to convert ComplexDouble to the MPS backend but it does not have support for that "
+    "dtype."
+)
 
 # Helpers of the child interpreters: `attempt` records what a call returned or raised.
 PRELUDE = """
