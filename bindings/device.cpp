@@ -1,6 +1,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
 
 #include <string>
 
@@ -64,6 +65,14 @@ void bind_device(nb::module_& m) {
         return std::make_tuple(p.name, p.total_memory, p.major, p.minor, p.multi_processor_count);
       },
       nb::arg("device"), "(name, total_memory, major, minor, multi_processor_count)");
+  m.def(
+      "_profile",
+      [] {
+        const rt::Profile& p = rt::config().profile;
+        return std::make_tuple(p.id, p.bf16_emulated, p.unsupported_dtypes, p.missing_operators);
+      },
+      "VDEV_PROFILE, what the device is: (id, bf16_emulated, unsupported dtype names, missing "
+      "operators); raises RuntimeError if the configuration is malformed.");
   m.def(
       "_device_threads", [] { return rt::config().device_threads; },
       "VDEV_DEVICE_THREADS: the most intra-op threads a stream worker runs a kernel with.");

@@ -20,6 +20,7 @@
 #include "runtime/fault_injection.h"
 #include "runtime/memory.h"
 #include "runtime/process.h"
+#include "runtime/profile.h"
 #include "runtime/stream_registry.h"
 #include "runtime/testing/fork_locks.h"
 #include "runtime/testing/gate.h"
@@ -45,6 +46,25 @@ void bind_runtime(nb::module_& t) {
     return std::make_tuple(f.rank, f.nth, f.mode == rt::DistFaultMode::kAbort ? "abort" : "hang");
   });
   t.def("default_device_threads", &rt::default_device_threads);
+  // A profile as a dict (runtime/profile.h): what VDEV_PROFILE=value, or a JSON text, describes.
+  auto as_dict = [](const rt::Profile& p) {
+    nb::dict d;
+    d["id"] = p.id;
+    d["device_name"] = p.device_name;
+    d["memory"] = p.memory;
+    d["capability"] = nb::make_tuple(p.major, p.minor);
+    d["multi_processor_count"] = p.multi_processor_count;
+    d["bf16_emulated"] = p.bf16_emulated;
+    d["unsupported_dtypes"] = p.unsupported_dtypes;
+    d["missing_operators"] = p.missing_operators;
+    return d;
+  };
+  t.def("load_profile", [as_dict](const std::string& v) { return as_dict(rt::load_profile(v)); });
+  t.def("parse_profile_json", [as_dict](const std::string& text, const std::string& source) {
+    return as_dict(rt::parse_profile_json(text, source));
+  });
+  t.def("profile_names", &rt::profile_names);
+  t.def("profile_dtype_names", &rt::profile_dtype_names);
   t.def("runtime_allocated_bytes", [](int device) { return rt::memory_stats(device).allocated; });
   t.def(
       "fail_next_worker_start", [] { rt::inject_fault(rt::Fault::kWorkerStart); },

@@ -24,7 +24,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120):
     """Runs `code` in a fresh interpreter (fresh process-level state: env config, autoload)."""
     full_env = dict(os.environ)
-    for key in ("VDEV_DEVICE_COUNT", "VDEV_DEVICE_MEMORY", "TORCH_DEVICE_BACKEND_AUTOLOAD"):
+    for key in (
+        "VDEV_DEVICE_COUNT",
+        "VDEV_DEVICE_MEMORY",
+        "VDEV_PROFILE",
+        "VDEV_OOM_AFTER",
+        "VDEV_DIST_FAULT",
+        "TORCH_DEVICE_BACKEND_AUTOLOAD",
+    ):
         full_env.pop(key, None)
     full_env.update(env or {})
     return subprocess.run(

@@ -86,7 +86,7 @@ int parse_count(const std::string& text, const char* what, int max, const char* 
 }
 
 struct Loaded {
-  Config config{kDefaultDeviceCount, kDefaultDeviceMemory, false, default_device_threads()};
+  Config config{kDefaultDeviceCount, kDefaultDeviceMemory, false, default_device_threads(), {}};
   std::optional<std::string> error;
 };
 
@@ -97,7 +97,15 @@ const Loaded& loaded() {
       if (const char* v = std::getenv("VDEV_DEVICE_COUNT")) {
         l.config.device_count = parse_device_count(v, "VDEV_DEVICE_COUNT");
       }
-      if (const char* v = std::getenv("VDEV_DEVICE_MEMORY")) {
+      if (const char* v = std::getenv("VDEV_PROFILE")) {
+        l.config.profile = load_profile(v);
+        const std::string& memory = l.config.profile.memory;
+        if (!memory.empty()) {
+          const std::string what = "VDEV_PROFILE='" + l.config.profile.id + "': \"memory\"";
+          l.config.device_memory = parse_memory_size(memory, what.c_str());
+        }
+      }
+      if (const char* v = std::getenv("VDEV_DEVICE_MEMORY")) {  // wins over the profile's
         l.config.device_memory = parse_memory_size(v, "VDEV_DEVICE_MEMORY");
       }
       if (const char* v = std::getenv("VDEV_LAUNCH_BLOCKING")) {

@@ -7,6 +7,9 @@
 //   VDEV_LAUNCH_BLOCKING "1" makes every task complete before enqueue returns, so errors point at
 //                       the operation that caused them (like CUDA_LAUNCH_BLOCKING); "0" or unset:
 //                       asynchronous
+//   VDEV_PROFILE        what the simulated device is: a built-in profile name (default, sm75,
+//                       sm80, sm90, mps) or the path of a JSON profile (runtime/profile.h); its
+//                       memory is the default of VDEV_DEVICE_MEMORY
 //   VDEV_DEVICE_THREADS intra-op threads each stream worker runs its kernels with, an integer in
 //                       1..kMaxDeviceThreads (default: the cores this process may use minus one,
 //                       at least 1: one core stays with the host thread, which runs ahead of the
@@ -34,6 +37,7 @@
 #include <string>
 
 #include "runtime/export.h"
+#include "runtime/profile.h"
 
 namespace vdev::rt {
 
@@ -55,6 +59,7 @@ struct Config {
   std::size_t device_memory;  // capacity of each device, in bytes
   bool launch_blocking;       // VDEV_LAUNCH_BLOCKING=1: every enqueue waits for its task
   int device_threads;         // intra-op threads of a stream worker's kernels
+  Profile profile;            // VDEV_PROFILE: what the device is (runtime/profile.h)
   unsigned sanitizer = 0;     // VDEV_SANITIZER: SanitizerFlag bits
 
   // Injected faults (runtime/fault_injection.h).

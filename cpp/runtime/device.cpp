@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "runtime/config.h"
@@ -17,9 +18,12 @@ const std::vector<DeviceProperties>& all_properties() {
     const Config& c = config();
     std::vector<DeviceProperties> v;
     v.reserve(static_cast<std::size_t>(c.device_count));
+    const Profile& p = c.profile;  // VDEV_PROFILE: a real device's name, capability, ...
     for (int i = 0; i < c.device_count; ++i) {
-      v.push_back(DeviceProperties{i, "vdev virtual device " + std::to_string(i), c.device_memory,
-                                   1, 0, 2});
+      std::string name =
+          p.device_name.empty() ? "vdev virtual device " + std::to_string(i) : p.device_name;
+      v.push_back(DeviceProperties{i, std::move(name), c.device_memory, p.major, p.minor,
+                                   p.multi_processor_count});
     }
     return v;
   }();

@@ -19,11 +19,11 @@ namespace vdev::rt {
 
 struct DeviceProperties {
   int index;
-  std::string name;          // "vdev virtual device N"
-  std::size_t total_memory;  // capacity in bytes (VDEV_DEVICE_MEMORY)
-  int major;                 // simulated compute capability
+  std::string name;          // "vdev virtual device N", or the profile's (VDEV_PROFILE)
+  std::size_t total_memory;  // capacity in bytes (VDEV_DEVICE_MEMORY, else the profile's)
+  int major;                 // simulated compute capability (the profile's; default (1, 0))
   int minor;
-  int multi_processor_count;  // worker threads a device may run at once (informational)
+  int multi_processor_count;  // the profile's (informational; default 2)
 };
 
 // Number of devices; throws std::runtime_error if VDEV_DEVICE_COUNT is malformed.

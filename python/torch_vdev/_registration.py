@@ -3,9 +3,9 @@
 Steps, in order: load the native extension (which registers the kernels, device guard, allocator
 and hooks), rename PrivateUse1 to ``vdev``, install ``torch.vdev``, generate the
 ``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, share vdev tensors sent to other processes,
-register the vccl collectives backend, prepare torch.compile's registrations (made when Dynamo and
-Inductor are first used) and register the exit handler. Every step
-either succeeds or raises; none of them can fail silently.
+print vdev tensors as the capability profile allows, register the vccl collectives backend,
+prepare torch.compile's registrations (made when Dynamo and Inductor are first used) and register
+the exit handler. Every step either succeeds or raises; none of them can fail silently.
 """
 
 import atexit
@@ -52,6 +52,10 @@ def register() -> None:
         from torch_vdev.vdev import _sharing
 
         _sharing.install()
+        # Printing a vdev tensor on a device without float64 (VDEV_PROFILE=mps), as on MPS.
+        from torch_vdev.vdev import _profile
+
+        _profile.install()
         # torch.distributed's backend for vdev tensors (vccl), the default for the device.
         from torch_vdev import distributed as vccl
 

@@ -6,11 +6,13 @@
 #include "backend/checks/missing_cuda_kernels.h"
 #include "backend/checks/nondeterministic_alerts.h"
 #include "backend/checks/overlap.h"
+#include "backend/checks/profile_rules.h"
 #include "backend/common/optional_tensor_lists.h"
 
 namespace vdev::backend {
 
 CheckedCall check_call(const c10::OperatorHandle& op, torch::jit::Stack& stack) {
+  refuse_operator_the_profile_lacks(op);          // VDEV_PROFILE's device has no kernel for it
   canonicalize_optional_tensor_lists(op, stack);  // TorchScript's x[m]
   CheckedCall call;
   call.device = check_operator_devices(op, stack);

@@ -1,5 +1,6 @@
 // Tensor creation for vdev: empty and empty_strided allocate through the vdev caching allocator on
-// the requested device; fill_ and zero_, which every other factory ends in (torch.zeros,
+// the requested device, unless the device's capability profile has no such dtype
+// (checks/profile_rules.h); fill_ and zero_, which every other factory ends in (torch.zeros,
 // torch.full, ...), are tasks on the current stream writing through a CPU alias of the device
 // bytes (backend/common/cpu_alias.h); fill_ checks its value on the host first.
 #include <ATen/Context.h>
@@ -15,6 +16,7 @@
 #include <algorithm>
 #include <array>
 
+#include "backend/checks/profile_rules.h"
 #include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
@@ -27,9 +29,11 @@ namespace {
 
 constexpr c10::DispatchKeySet kVdevKeys(c10::DispatchKey::PrivateUse1);
 
-void check_factory_options(c10::Device device, std::optional<c10::Layout> layout,
-                           std::optional<bool> pin_memory, const char* fn) {
+void check_factory_options(c10::Device device, c10::ScalarType dtype,
+                           std::optional<c10::Layout> layout, std::optional<bool> pin_memory,
+                           const char* fn) {
   check_vdev_device(device, fn);
+  refuse_dtype_the_profile_lacks(dtype);  // VDEV_PROFILE=mps: no float64, as empty_mps
   TORCH_CHECK_NOT_IMPLEMENTED(c10::layout_or_default(layout) == c10::Layout::Strided, "[", fn,
                               "] vdev supports only the strided layout, got ", *layout);
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "[", fn,
@@ -51,10 +55,11 @@ at::Tensor vdev_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtyp
                       std::optional<bool> pin_memory,
                       std::optional<c10::MemoryFormat> memory_format) {
   const c10::Device device = c10::device_or_default(device_opt);
-  check_factory_options(device, layout, pin_memory, "empty");
+  const c10::ScalarType scalar_type = c10::dtype_or_default(dtype);
+  check_factory_options(device, scalar_type, layout, pin_memory, "empty");
   const c10::DeviceGuard guard(device);  // validates the index; the allocator uses it
-  return fill_if_deterministic(at::detail::empty_generic(
-      size, device_allocator(), kVdevKeys, c10::dtype_or_default(dtype), memory_format));
+  return fill_if_deterministic(
+      at::detail::empty_generic(size, device_allocator(), kVdevKeys, scalar_type, memory_format));
 }
 
 at::Tensor vdev_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -63,10 +68,11 @@ at::Tensor vdev_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
                               std::optional<c10::Device> device_opt,
                               std::optional<bool> pin_memory) {
   const c10::Device device = c10::device_or_default(device_opt);
-  check_factory_options(device, layout, pin_memory, "empty_strided");
+  const c10::ScalarType scalar_type = c10::dtype_or_default(dtype);
+  check_factory_options(device, scalar_type, layout, pin_memory, "empty_strided");
   const c10::DeviceGuard guard(device);
-  return fill_if_deterministic(at::detail::empty_strided_generic(
-      size, stride, device_allocator(), kVdevKeys, c10::dtype_or_default(dtype)));
+  return fill_if_deterministic(
+      at::detail::empty_strided_generic(size, stride, device_allocator(), kVdevKeys, scalar_type));
 }
 
 // CPU's checks of fill_ (the dtype is one its kernel fills; the value converts to it without

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from torch_vdev import _C
+from torch_vdev.vdev import _profile
 from torch_vdev.vdev import sanitizer  # noqa: F401  (torch.vdev.sanitizer)
 from torch_vdev.vdev._sharing import ipc_collect
 from torch_vdev.vdev._utils import _get_device_index, _traced_device_args
@@ -214,14 +215,29 @@ def can_device_access_peer(device: Any, peer_device: Any) -> bool:
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
     """The dtypes ``torch.autocast("vdev")`` accepts (the AMP device contract): every floating
-    dtype, as ``torch.autocast("cuda")``, which checks none (float32 autocast is a common way to
-    switch lower precision off without removing the context)."""
-    return [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+    dtype the device has, as ``torch.autocast("cuda")``, which checks none (float32 autocast is a
+    common way to switch lower precision off without removing the context). With
+    ``VDEV_PROFILE=mps``, MPS's: float16 and bfloat16 (torch.autocast warns and disables itself
+    for any other, as on MPS)."""
+    p = _profile.profile()
+    dtypes = [torch.float16, torch.bfloat16]
+    if p.id != "mps":
+        dtypes += [torch.float32, torch.float64]
+    return [d for d in dtypes if d not in p.unsupported_dtypes]
 
 
 def is_bf16_supported(including_emulation: bool = True) -> bool:
-    """Whether vdev supports bfloat16: always (its kernels are CPU's, which support it natively)."""
-    return True
+    """Whether the device supports bfloat16, as ``torch.cuda.is_bf16_supported``: False when no
+    device is available or the device has no bfloat16 (``VDEV_PROFILE``); else True, except that
+    a device that only emulates it (``VDEV_PROFILE=sm75``, a T4) is True only
+    ``including_emulation``, as CUDA answers on a T4 (where it finds a bfloat16 tensor can be
+    made)."""
+    if not is_available():
+        return False
+    p = _profile.profile()
+    if torch.bfloat16 in p.unsupported_dtypes:
+        return False
+    return including_emulation or not p.bf16_emulated
 
 
 def device_count() -> int:
@@ -288,7 +304,8 @@ class VdevDeviceProperties:
 
 
 def get_device_properties(device: Any = None) -> VdevDeviceProperties:
-    """Returns the properties of ``device`` (default: the current device)."""
+    """Returns the properties of ``device`` (default: the current device): the capability
+    profile's (``VDEV_PROFILE``; ``VDEV_DEVICE_MEMORY`` sets ``total_memory`` if given)."""
     index = _get_device_index(device, optional=True, fn="get_device_properties")
     return VdevDeviceProperties(*_C._get_device_properties(index))
 

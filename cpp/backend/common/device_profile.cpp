@@ -1,0 +1,96 @@
+#include "backend/common/device_profile.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "backend/common/check.h"
+#include "runtime/config.h"
+
+namespace vdev::backend {
+namespace {
+
+// Where a call of `op` on vdev tensors goes: vdev's boxed kernel (ops/fallback.cpp, the only
+// path that runs check_call and so the profile's check), a composite kernel (torch runs it as
+// other operators before any device kernel sees it), or a kernel of vdev's own (ops/conv.cpp, ...).
+enum class Route { kBoxedKernel, kOwnKernel, kComposite };  // best first
+
+Route route_of(const c10::OperatorHandle& op) {
+  if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) return Route::kComposite;
+  // The kernel that runs, by where it was registered (its registration's __FILE__).
+  const std::string& where =
+      op.getComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1).debug();
+  if (where.find("cpp/backend/ops/fallback.cpp") != std::string::npos) return Route::kBoxedKernel;
+  if (where.find("cpp/backend/") != std::string::npos) return Route::kOwnKernel;
+  return Route::kComposite;  // torch's own registration for every backend
+}
+
+// An aten operator a profile names must reach the check (an operator of another namespace may be
+// registered after the profile is read, by a library imported later: it is taken as named). A
+// name without overload covers every overload, and must reach the check through one of them.
+void check_operator_name(const std::string& name, const vdev::rt::Profile& p) {
+  if (name.rfind("aten::", 0) != 0) return;
+  const std::size_t dot = name.find('.');
+  const std::string base = name.substr(0, dot);
+  const std::string overload = dot == std::string::npos ? "" : name.substr(dot + 1);
+  std::optional<Route> route;  // of the named overload, else the best of them
+  for (const c10::OperatorName& op : c10::Dispatcher::singleton().getAllOpNames()) {
+    if (op.name != base || (dot != std::string::npos && op.overload_name != overload)) continue;
+    const std::optional<c10::OperatorHandle> handle = c10::Dispatcher::singleton().findOp(op);
+    if (!handle) continue;
+    const Route r = route_of(*handle);
+    if (!route || r < *route) route = r;
+  }
+  const char* what = !route ? "which is not an aten operator"
+                     : *route == Route::kComposite
+                         ? "which decomposes into other operators before it reaches a device (a "
+                           "composite kernel): name the operators it runs"
+                     : *route == Route::kOwnKernel
+                         ? "which vdev runs with a kernel of its own (cpp/backend/ops/), outside "
+                           "the checks a profile's missing operators are refused by"
+                         : nullptr;
+  TORCH_CHECK(what == nullptr, "[config] VDEV_PROFILE='", p.id, "': \"missing_operators\" names '",
+              name, "', ", what);
+}
+
+}  // namespace
+
+DeviceProfile::DeviceProfile() : profile_(&VDEV_RT(vdev::rt::config()).profile) {
+  const std::vector<std::string>& unsupported = profile_->unsupported_dtypes;
+  std::size_t mapped = 0;
+  for (std::size_t i = 0; i < refused_.size(); ++i) {
+    const std::string name = torch_dtype_name(static_cast<c10::ScalarType>(i));
+    if (std::find(unsupported.begin(), unsupported.end(), name) != unsupported.end()) {
+      refused_[i] = true;
+      ++mapped;
+    }
+  }
+  TORCH_INTERNAL_ASSERT(mapped == unsupported.size(), "a profile dtype name c10 does not know");
+  refuses_dtypes_ = mapped > 0;
+  for (const std::string& name : profile_->missing_operators) {
+    check_operator_name(name, *profile_);
+    missing_.insert(name);
+  }
+  lacks_operators_ = !missing_.empty();
+}
+
+bool DeviceProfile::lacks(std::string_view name, std::string_view overload) const {
+  std::string key(name);
+  if (missing_.count(key)) return true;
+  if (overload.empty()) return false;
+  key += '.';
+  key += overload;
+  return missing_.count(key) > 0;
+}
+
+std::string torch_dtype_name(c10::ScalarType t) {
+  try {
+    return std::string(c10::getDtypeNames(t).first);
+  } catch (const c10::Error&) {  // a scalar type without a torch dtype (Undefined, ...)
+    return "";
+  }
+}
+
+}  // namespace vdev::backend

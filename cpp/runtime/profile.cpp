@@ -1,0 +1,469 @@
+#include "runtime/profile.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include "runtime/errors.h"
+
+namespace vdev::rt {
+namespace {
+
+// ---- the built-in profiles ----------------------------------------------------------------------
+// Names, memory and multiprocessor counts are what torch.cuda.get_device_properties prints on the
+// real card (memory in MiB as it prints them: the driver keeps some of the board's memory), so
+// programs that size batches from total_memory or match names behave as there.
+Profile builtin(const std::string& name) {
+  Profile p;
+  p.id = name;
+  if (name == "sm75") {  // an NVIDIA T4: Turing, no bfloat16 units (bf16 runs emulated)
+    p.device_name = "Tesla T4";
+    p.memory = "15095MiB";
+    p.major = 7, p.minor = 5, p.multi_processor_count = 40;
+    p.bf16_emulated = true;
+  } else if (name == "sm80") {  // an NVIDIA A100 40GB (SXM4)
+    p.device_name = "NVIDIA A100-SXM4-40GB";
+    p.memory = "40536MiB";
+    p.major = 8, p.minor = 0, p.multi_processor_count = 108;
+  } else if (name == "sm90") {  // an NVIDIA H100 80GB (SXM5, HBM3)
+    p.device_name = "NVIDIA H100 80GB HBM3";
+    p.memory = "81089MiB";
+    p.major = 9, p.minor = 0, p.multi_processor_count = 132;
+  } else if (name == "mps") {
+    // An Apple GPU through MPS: an M2 Pro (19 GPU cores) in a 32 GB Mac, whose memory for the GPU
+    // is Metal's recommendedMaxWorkingSetSize there, two thirds of the unified memory (22906.5 MB,
+    // what torch.mps.recommended_max_memory() reports). MPS has no float64 and no complex128
+    // (aten/src/ATen/mps/EmptyTensor.cpp, native/mps/OperationUtils.mm); it has no CUDA compute
+    // capability: (0, 0).
+    p.device_name = "Apple M2 Pro";
+    p.memory = "21845MiB";
+    p.major = 0, p.minor = 0, p.multi_processor_count = 19;
+    p.unsupported_dtypes = {"float64", "complex128"};
+  }
+  return p;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// ---- a small JSON reader (RFC 8259; enough for a profile) --------------------------------------
+struct Json {
+  enum Kind { kNull, kBool, kNumber, kString, kArray, kObject } kind = kNull;
+  bool boolean = false;
+  bool integral = false;  // a number without fraction or exponent
+  bool negative = false;
+  unsigned long long magnitude = 0;  // of an integral number that fits
+  bool fits = true;
+  std::string text;  // a string's value, a number's text
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+};
+
+class Reader {
+ public:
+  Reader(const std::string& text, const std::string& source) : s_(text), source_(source) {}
+
+  Json document() {
+    Json v = value(0);
+    skip_space();
+    if (pos_ != s_.size()) error("unexpected text after the JSON value");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) const {
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < pos_ && i < s_.size(); ++i) {
+      if (s_[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    fail<std::invalid_argument>("config", "VDEV_PROFILE='", source_, "' is not valid JSON: ", what,
+                                " at line ", line, ", column ", column);
+  }
+
+  void skip_space() {
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) {
+      ++pos_;
+    }
+  }
+
+  bool take(char c) {
+    skip_space();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+
+  void expect(char c, const char* what) {
+    if (!take(c)) error(std::string("expected ") + what);
+  }
+
+  bool take_word(const char* word) {
+    const std::size_t n = std::char_traits<char>::length(word);
+    if (s_.compare(pos_, n, word) != 0) return false;
+    pos_ += n;
+    return true;
+  }
+
+  Json value(int depth) {
+    if (depth > 64) error("nesting too deep");
+    skip_space();
+    if (pos_ >= s_.size()) error("unexpected end of input");
+    Json v;
+    const char c = s_[pos_];
+    if (c == '{') {
+      ++pos_;
+      v.kind = Json::kObject;
+      if (take('}')) return v;
+      do {
+        skip_space();
+        if (pos_ >= s_.size() || s_[pos_] != '"') error("expected a string key");
+        std::string key = string();
+        for (const auto& m : v.members) {
+          if (m.first == key) error("duplicate key \"" + key + "\"");
+        }
+        expect(':', "':'");
+        v.members.emplace_back(std::move(key), value(depth + 1));
+      } while (take(','));
+      expect('}', "',' or '}'");
+    } else if (c == '[') {
+      ++pos_;
+      v.kind = Json::kArray;
+      if (take(']')) return v;
+      do {
+        v.items.push_back(value(depth + 1));
+      } while (take(','));
+      expect(']', "',' or ']'");
+    } else if (c == '"') {
+      v.kind = Json::kString;
+      v.text = string();
+    } else if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
+      number(&v);
+    } else if (take_word("true")) {
+      v.kind = Json::kBool;
+      v.boolean = true;
+    } else if (take_word("false")) {
+      v.kind = Json::kBool;
+    } else if (take_word("null")) {
+      v.kind = Json::kNull;
+    } else {
+      error("unexpected character '" + std::string(1, c) + "'");
+    }
+    return v;
+  }
+
+  void number(Json* v) {
+    v->kind = Json::kNumber;
+    const std::size_t start = pos_;
+    v->negative = s_[pos_] == '-';
+    if (v->negative) ++pos_;
+    const std::size_t digits = pos_;
+    while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
+      const unsigned d = static_cast<unsigned>(s_[pos_] - '0');
+      if (v->magnitude > (~0ULL - d) / 10) v->fits = false;
+      v->magnitude = v->magnitude * 10 + d;
+      ++pos_;
+    }
+    if (pos_ == digits) error("expected a digit");
+    if (s_[digits] == '0' && pos_ - digits > 1) error("a number with a leading zero");
+    v->integral = true;
+    if (pos_ < s_.size() && s_[pos_] == '.') {
+      v->integral = false;
+      ++pos_;
+      if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
+        error("expected a digit after '.'");
+      }
+      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+    }
+    if (pos_ < s_.size() && (s_[pos_] == 'e' || s_[pos_] == 'E')) {
+      v->integral = false;
+      ++pos_;
+      if (pos_ < s_.size() && (s_[pos_] == '+' || s_[pos_] == '-')) ++pos_;
+      if (pos_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[pos_]))) {
+        error("expected a digit in the exponent");
+      }
+      while (pos_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+    }
+    v->text = s_.substr(start, pos_ - start);
+  }
+
+  unsigned hex4() {
+    if (pos_ + 4 > s_.size()) error("expected four hex digits after \\u");
+    unsigned cp = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char h = s_[pos_++];
+      cp <<= 4;
+      if (h >= '0' && h <= '9') {
+        cp |= static_cast<unsigned>(h - '0');
+      } else if (h >= 'a' && h <= 'f') {
+        cp |= static_cast<unsigned>(h - 'a' + 10);
+      } else if (h >= 'A' && h <= 'F') {
+        cp |= static_cast<unsigned>(h - 'A' + 10);
+      } else {
+        error("expected four hex digits after \\u");
+      }
+    }
+    return cp;
+  }
+
+  static void append_utf8(std::string* out, unsigned cp) {
+    if (cp < 0x80) {
+      *out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      *out += static_cast<char>(0xC0 | (cp >> 6));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      *out += static_cast<char>(0xE0 | (cp >> 12));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      *out += static_cast<char>(0xF0 | (cp >> 18));
+      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  std::string string() {
+    ++pos_;  // the opening quote
+    std::string out;
+    while (true) {
+      if (pos_ >= s_.size()) error("unterminated string");
+      const char c = s_[pos_++];
+      if (c == '"') return out;
+      if (static_cast<unsigned char>(c) < 0x20) error("a control character in a string");
+      if (c != '\\') {
+        out += c;
+        continue;
+      }
+      if (pos_ >= s_.size()) error("unterminated string");
+      const char e = s_[pos_++];
+      switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+          out += e;
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
+        case 'u': {
+          unsigned cp = hex4();
+          if (cp >= 0xD800 && cp < 0xDC00) {  // a surrogate pair
+            if (!take_word("\\u")) error("a lone surrogate in a string");
+            const unsigned low = hex4();
+            if (low < 0xDC00 || low >= 0xE000) error("a lone surrogate in a string");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          } else if (cp >= 0xDC00 && cp < 0xE000) {
+            error("a lone surrogate in a string");
+          }
+          append_utf8(&out, cp);
+          break;
+        }
+        default:
+          error(std::string("an invalid escape '\\") + e + "'");
+      }
+    }
+  }
+
+  const std::string& s_;
+  const std::string& source_;
+  std::size_t pos_ = 0;
+};
+
+// ---- from JSON to a Profile -------------------------------------------------------------------
+std::string keys() {
+  return joined(
+      {"name", "capability", "memory", "multi_processor_count", "dtypes", "missing_operators"});
+}
+
+[[noreturn]] void bad_field(const std::string& source, const char* key, const std::string& what) {
+  fail<std::invalid_argument>("config", "VDEV_PROFILE='", source, "': \"", key, "\" ", what);
+}
+
+int small_int(const Json& v, const std::string& source, const char* key, int lo, int hi,
+              const char* must) {
+  if (v.kind != Json::kNumber || !v.integral || v.negative || !v.fits ||
+      v.magnitude < static_cast<unsigned long long>(lo) ||
+      v.magnitude > static_cast<unsigned long long>(hi)) {
+    bad_field(source, key, must);
+  }
+  return static_cast<int>(v.magnitude);
+}
+
+std::vector<std::string> names(const Json& v, const std::string& source, const char* key) {
+  if (v.kind != Json::kArray) bad_field(source, key, "must be an array of strings");
+  std::vector<std::string> out;
+  for (const Json& item : v.items) {
+    if (item.kind != Json::kString) bad_field(source, key, "must be an array of strings");
+    out.push_back(item.text);
+  }
+  return out;
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+// "namespace::name" or "namespace::name.overload", as the dispatcher names operators.
+bool is_operator_name(const std::string& s) {
+  const std::size_t sep = s.find("::");
+  if (sep == std::string::npos) return false;
+  const std::string ns = s.substr(0, sep);
+  std::string rest = s.substr(sep + 2);
+  const std::size_t dot = rest.find('.');
+  if (dot != std::string::npos) {
+    if (!is_identifier(rest.substr(dot + 1))) return false;
+    rest = rest.substr(0, dot);
+  }
+  return is_identifier(ns) && is_identifier(rest);
+}
+
+}  // namespace
+
+std::string Profile::describe() const {
+  const bool from_file = id.size() > 5 && id.compare(id.size() - 5, 5, ".json") == 0;
+  if (!from_file) return "'" + id + "'";
+  return "'" + device_name + "' (VDEV_PROFILE=" + id + ")";
+}
+
+const std::vector<std::string>& profile_names() {
+  static const std::vector<std::string> n = {"default", "sm75", "sm80", "sm90", "mps"};
+  return n;
+}
+
+const std::vector<std::string>& profile_dtype_names() {
+  static const std::vector<std::string> n = {
+      "bool",          "uint8",         "int8",        "int16",           "int32",
+      "int64",         "uint16",        "uint32",      "uint64",          "float16",
+      "bfloat16",      "float32",       "float64",     "complex32",       "complex64",
+      "complex128",    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
+      "float8_e8m0fnu"};
+  return n;
+}
+
+Profile parse_profile_json(const std::string& text, const std::string& source) {
+  const Json doc = Reader(text, source).document();
+  if (doc.kind != Json::kObject) {
+    fail<std::invalid_argument>("config", "VDEV_PROFILE='", source,
+                                "': a profile is a JSON object with the keys ", keys());
+  }
+  Profile p;
+  p.id = source;
+  bool named = false;
+  for (const auto& [key, v] : doc.members) {
+    if (key == "name") {
+      if (v.kind != Json::kString || v.text.empty()) {
+        bad_field(source, "name", "must be a non-empty string");
+      }
+      p.device_name = v.text;
+      named = true;
+    } else if (key == "capability") {
+      const char* must = "must be [major, minor], two integers in 0..99";
+      if (v.kind != Json::kArray || v.items.size() != 2) bad_field(source, "capability", must);
+      p.major = small_int(v.items[0], source, "capability", 0, 99, must);
+      p.minor = small_int(v.items[1], source, "capability", 0, 99, must);
+    } else if (key == "memory") {
+      if (v.kind == Json::kNumber && v.integral && !v.negative) {
+        p.memory = v.text;  // bytes; checked as VDEV_DEVICE_MEMORY is (runtime/config.h)
+      } else if (v.kind == Json::kString) {
+        p.memory = v.text;
+      } else {
+        bad_field(source, "memory", "must be a number of bytes or a size such as \"16GiB\"");
+      }
+    } else if (key == "multi_processor_count") {
+      p.multi_processor_count =
+          small_int(v, source, "multi_processor_count", 1, 1 << 20, "must be a positive integer");
+    } else if (key == "dtypes") {
+      const std::vector<std::string> supported = names(v, source, "dtypes");
+      const std::vector<std::string>& all = profile_dtype_names();
+      for (const std::string& d : supported) {
+        if (std::find(all.begin(), all.end(), d) == all.end()) {
+          bad_field(source, "dtypes",
+                    "names an unknown dtype '" + d + "': the dtypes are " + joined(all));
+        }
+      }
+      for (const std::string& d : all) {
+        if (std::find(supported.begin(), supported.end(), d) == supported.end()) {
+          p.unsupported_dtypes.push_back(d);
+        }
+      }
+    } else if (key == "missing_operators") {
+      p.missing_operators = names(v, source, "missing_operators");
+      for (const std::string& op : p.missing_operators) {
+        if (!is_operator_name(op)) {
+          bad_field(source, "missing_operators",
+                    "names '" + op +
+                        "', which is not an operator name: expected \"namespace::name\" or "
+                        "\"namespace::name.overload\" (aten::cumsum, aten::add.Tensor)");
+        }
+      }
+    } else {
+      fail<std::invalid_argument>("config", "VDEV_PROFILE='", source, "': unknown key \"", key,
+                                  "\": the keys are ", keys());
+    }
+  }
+  if (!named) {
+    fail<std::invalid_argument>("config", "VDEV_PROFILE='", source,
+                                "': \"name\" (the device name) is required");
+  }
+  return p;
+}
+
+Profile load_profile(const std::string& value) {
+  std::string v = value;
+  while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
+  v.erase(0, std::min(v.size(), v.find_first_not_of(" \t\r\n")));
+  if (v.empty()) return builtin("default");
+  const std::vector<std::string>& known = profile_names();
+  if (std::find(known.begin(), known.end(), v) != known.end()) return builtin(v);
+  if (v.size() > 5 && v.compare(v.size() - 5, 5, ".json") == 0) {
+    std::ifstream in(v, std::ios::binary);
+    if (!in) {
+      fail<std::invalid_argument>("config", "VDEV_PROFILE='", value,
+                                  "': cannot read the profile file");
+    }
+    std::ostringstream text;
+    text << in.rdbuf();
+    if (in.bad()) {
+      fail<std::invalid_argument>("config", "VDEV_PROFILE='", value,
+                                  "': cannot read the profile file");
+    }
+    return parse_profile_json(text.str(), v);
+  }
+  fail<std::invalid_argument>("config", "VDEV_PROFILE='", value,
+                              "' is not a known profile: expected one of ", joined(known),
+                              ", or the path of a JSON profile ending in .json");
+}
+
+}  // namespace vdev::rt
