@@ -13,6 +13,7 @@ import statistics
 import time
 
 import torch
+
 from timing import at_most, emit, environment, parse_args
 
 

@@ -10,6 +10,7 @@
 #include "backend/sanitizer/recorded_stack.h"
 #include "backend/sanitizer/settings.h"
 #include "backend/sanitizer/stream_sanitizer.h"
+#include "backend/sanitizer/switches.h"
 #include "bindings/bindings.h"
 #include "bindings/sanitizer_errors.h"
 #include "runtime/config.h"
@@ -45,6 +46,7 @@ void bind_sanitizer(nb::module_& m) {
   m.def("_sanitizer_clear_findings", &backend::clear_findings);
   m.def("_sanitizer_shadow_cells", &backend::sanitizer_shadow_cells);
   m.def("_sanitizer_symbolize_stacks", &backend::symbolize_pending_stacks);
+  m.def("_sanitizer_release_stacks_soon", &backend::release_stacks_soon);
 }
 
 }  // namespace vdev::bindings

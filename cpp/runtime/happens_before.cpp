@@ -5,6 +5,8 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "runtime/process.h"
+
 namespace vdev::rt::hb {
 namespace {
 
@@ -36,7 +38,13 @@ struct State {
 };
 
 State& state() {
-  static State* s = new State;  // leaked: hooks may run during static destruction
+  // Leaked (hooks may run during static destruction); its lock is a fork lock, taken after the
+  // sanitizer's (which holds it while calling here) and never while a stream's lock is held.
+  static State* s = [] {
+    auto* made = new State;
+    register_fork_lock(&made->mu, ForkLockLevel::kStreams);
+    return made;
+  }();
   return *s;
 }
 

@@ -46,7 +46,9 @@ def _summary(findings: list, total: int) -> str:
     for i, f in enumerate(findings, 1):
         lines.append(f"========= [{i}] {f.message}")
     if total > len(findings):
-        lines.append(f"========= ... and {total - len(findings)} more (the first {len(findings)} kept)")
+        lines.append(
+            f"========= ... and {total - len(findings)} more (the first {len(findings)} kept)"
+        )
     return "\n".join(lines)
 
 

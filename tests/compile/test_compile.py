@@ -130,6 +130,9 @@ def test_compiled_work_on_a_side_stream_waits_for_it():
     side.wait_stream(torch.vdev.current_stream())  # x is written on the default stream
     compiled = torch.compile(f, fullgraph=True)
     compiled(x, side)
+    # The side stream's buffers are reused by the next call: it must not overwrite them before
+    # the default stream has read the last call's (without this, the sanitizer reports it).
+    side.wait_stream(torch.vdev.current_stream())
     with gated(side) as gate:
         wait_until_blocked(gate)
         out = compiled(x, side)
@@ -278,7 +281,7 @@ def test_a_kernel_launcher_passes_pointers_sizes_and_scalars_and_checks_them():
     argtypes = ["const float*", "float*", "const int64_t", "const float"]
     kernel = kernels.cpp_kernel(AsyncCompile(), "scale_kernel", argtypes, SCALE_KERNEL)
     kernel = kernel.result() if hasattr(kernel, "result") else kernel
-    assert (kernel.name, kernel.kinds) == ("scale_kernel", "ppif")
+    assert (kernel.name, kernel.kinds) == ("scale_kernel", "pPif")
     x = torch.arange(6, dtype=torch.float32, device="vdev:1")
     out = torch.zeros(6, device="vdev:1")
     kernel(x[2:], out, 3, 2.5)  # a view: its data pointer, offset included
@@ -474,4 +477,5 @@ def test_kernels_of_different_streams_are_never_grouped():
         wait_until_blocked(gate)
         c, b = compiled(x, side)
         torch.testing.assert_close(c.cpu(), want)  # computed on the default stream: no wait
+    torch.vdev.current_stream().wait_stream(side)  # b is the side stream's
     torch.testing.assert_close(b.cpu(), x.cpu() + 1)

@@ -10,8 +10,9 @@ import pytest
 import torch
 import torch.distributed as dist
 from asyncutil import gated, wait_until_blocked
-from conftest import run_python
 from torch.vdev.sanitizer import StreamRaceError
+
+from conftest import run_python
 
 DEV = "vdev"
 
@@ -45,11 +46,13 @@ def test_a_read_on_another_stream_without_a_wait_is_a_race_with_both_stacks():
     message = str(raised.value)
     assert isinstance(raised.value, RuntimeError)
     assert message.startswith("data race: aten::mul on vdev:0 stream ")
-    assert "reads a tensor of shape [1000], dtype torch.float32, on vdev:0, in allocation" in message
+    assert (
+        "reads a tensor of shape [1000], dtype torch.float32, on vdev:0, in allocation" in message
+    )
     assert "aten::fill_, queued earlier on vdev:0 stream 0 (the default stream), writes" in message
     earlier, now = message.split("The earlier access was queued at")[1].split("This access")
-    assert f'line {line_write}, in test_a_read_on_another_stream' in earlier
-    assert f'line {line_read}, in test_a_read_on_another_stream' in now
+    assert f"line {line_write}, in test_a_read_on_another_stream" in earlier
+    assert f"line {line_read}, in test_a_read_on_another_stream" in now
 
 
 @pytest.mark.parametrize("kind", ["write after read", "write after write"])
@@ -308,7 +311,9 @@ def test_a_host_operator_reading_a_pending_device_to_host_copy_is_reported():
     with gated(torch.vdev.current_stream()) as gate:
         host.copy_(x, non_blocking=True)
         wait_until_blocked(gate)
-        with pytest.warns(UserWarning, match=r"data race: aten::sum on the host .*non_blocking copy"):
+        with pytest.warns(
+            UserWarning, match=r"data race: aten::sum on the host .*non_blocking copy"
+        ):
             host.sum()  # reads zeros: the copy has not run
     torch.vdev.synchronize()
     torch.vdev.sanitizer.clear_findings()
@@ -319,7 +324,9 @@ def test_a_host_operator_reading_a_pending_device_to_host_copy_is_reported():
 def test_correct_programs_report_nothing_and_compute_what_they_compute_unsanitized():
     def program():
         torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+        model = torch.nn.Sequential(
+            torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4)
+        )
         model = model.to(DEV)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         side = torch.vdev.Stream()

@@ -5,8 +5,9 @@ import inspect
 import pytest
 import torch
 from asyncutil import gated
-from conftest import run_python
 from torch.vdev.sanitizer import UninitializedReadError
+
+from conftest import run_python
 
 DEV = "vdev"
 
@@ -94,7 +95,10 @@ def test_streams_and_init_combine():
     with pytest.raises(UninitializedReadError):
         x.neg()
     x.fill_(1)
-    with torch.vdev.stream(torch.vdev.Stream()), pytest.raises(torch.vdev.sanitizer.StreamRaceError):
+    with (
+        torch.vdev.stream(torch.vdev.Stream()),
+        pytest.raises(torch.vdev.sanitizer.StreamRaceError),
+    ):
         x.neg()
 
 

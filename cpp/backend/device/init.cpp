@@ -4,7 +4,7 @@
 
 #include "backend/device/hooks.h"
 #include "backend/memory/host_allocator.h"
-#include "backend/sanitizer/settings.h"
+#include "backend/sanitizer/switches.h"
 
 namespace vdev::backend {
 

@@ -517,6 +517,9 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
     for (const Pending& op : ops) uses.insert(uses.end(), op.uses.begin(), op.uses.end());
     sanitize_queued(comm, name, uses);
   }
+  // The task must not hold the caller's tensors: released on a worker, a tensor Python still
+  // knows needs the GIL, which a host thread waiting for the stream may hold.
+  for (Pending& op : ops) op.uses.clear();
   // A group is compared as a whole when every op in it is a collective (not batched send/recv).
   // (A batch sums its ops' tensors and elements.)
   std::optional<Fingerprint> print;
@@ -594,6 +597,7 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
   // Ordered after what the caller queued so far, as NCCL's stream waits on the current stream.
   order_after(comm, current_runtime_stream(device_));
   if (C10_UNLIKELY(sanitizing_accesses())) sanitize_queued(comm, name, op.uses);
+  op.uses.clear();  // not into the task: see queue_locked
   const vdev::rt::TaskTag tag = collective_tag(op.args);
   const bool faulted = take_dist_fault();
   enqueue_task(

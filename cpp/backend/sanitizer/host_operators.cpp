@@ -7,13 +7,14 @@
 #include <optional>
 #include <vector>
 
-#include "backend/common/tensor_args.h"
 #include "backend/common/task.h"
+#include "backend/common/tensor_args.h"
 #include "backend/memory/host_allocator.h"
 #include "backend/sanitizer/findings.h"
 #include "backend/sanitizer/operator_uses.h"
 #include "backend/sanitizer/settings.h"
 #include "backend/sanitizer/stream_sanitizer.h"
+#include "runtime/process.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
@@ -27,7 +28,9 @@ bool pinned_cpu_tensor(const at::Tensor& t) {
 }
 
 std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
-  if (vdev::rt::on_stream_worker() || !sanitizing_streams()) return nullptr;
+  if (vdev::rt::on_stream_worker() || !sanitizing_streams() || vdev::rt::in_bad_fork()) {
+    return nullptr;
+  }
   const c10::ArrayRef<const c10::IValue> inputs = fn.inputs();
   bool pinned = false;
   for (const c10::IValue& v : inputs) {

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "backend/sanitizer/access_record.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 

@@ -2,16 +2,19 @@
 
 #include <torch/csrc/profiler/combined_traceback.h>
 
+#include <atomic>
 #include <sstream>
 #include <utility>
 #include <vector>
 
 #include "backend/memory/memory_history.h"
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
 
 constexpr std::size_t kBatch = 256;
+std::atomic<bool> g_release_soon{false};
 
 struct Pending {
   std::mutex mu;
@@ -19,7 +22,9 @@ struct Pending {
 };
 
 Pending& pending() {
-  static auto* p = new Pending;  // leaked: stacks may be released during interpreter teardown
+  // Leaked (stacks may be released during interpreter teardown); its lock is a fork lock.
+  static auto* p =
+      vdev::rt::new_leaked_with_fork_lock<Pending>(vdev::rt::ForkLockLevel::kBackendLeaves);
   return *p;
 }
 
@@ -35,7 +40,10 @@ std::string format(const SymbolizedStacks& sym, std::size_t i) {
 
 }  // namespace
 
+void release_stacks_soon() noexcept { g_release_soon.store(true, std::memory_order_relaxed); }
+
 std::shared_ptr<RecordedStack> RecordedStack::gather() {
+  if (g_release_soon.exchange(false, std::memory_order_relaxed)) symbolize_pending_stacks();
   auto frames = torch::CapturedTraceback::gather(/*python=*/true, /*script=*/false, /*cpp=*/false);
   if (frames == nullptr) return nullptr;
   auto stack = std::make_shared<RecordedStack>();

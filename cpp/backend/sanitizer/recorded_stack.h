@@ -4,8 +4,9 @@
 // (Dynamo) keeps on a function's code object: a compiled function and its graphs would outlive
 // torch._dynamo.reset(). So stacks are turned into text in batches (torch's symbolizer, which
 // reads each distinct frame once per batch) and their code objects released: when 256 are
-// pending, at each Python garbage collection (torch.vdev.sanitizer registers a gc callback), and
-// before a report.
+// pending, at the first gather after a Python garbage collection started (torch.vdev.sanitizer's
+// gc callback asks for it; the callback itself does nothing else, as a collection may start in
+// the middle of an import), and before a report.
 //
 // Thread rules: safe from any thread; gathering and symbolizing take the GIL, so call them with
 // no lock held that a thread holding the GIL may wait for.
@@ -37,5 +38,7 @@ class RecordedStack {
 
 // Turns every pending stack into text, releasing its code objects.
 VDEV_BACKEND_API void symbolize_pending_stacks();
+// Makes the next gather do it first (lock-free; for the gc callback).
+VDEV_BACKEND_API void release_stacks_soon() noexcept;
 
 }  // namespace vdev::backend

@@ -9,8 +9,9 @@
 //            dtype, -1 or the largest value in integer ones), so stale reads show in values
 //   warn     a finding is reported as a warning and the program goes on (default: it raises)
 //
-// Thread rules: the flags are one atomic; a hot path pays one relaxed load. Changing them while
-// other threads queue work is allowed: a task sees the flags as they were when it was queued.
+// The flags are set by switches.h. Thread rules: the flags are one atomic; a hot path pays one
+// relaxed load. Changing them while other threads queue work is allowed: a task sees the flags as
+// they were when it was queued.
 #pragma once
 
 #include <atomic>
@@ -41,13 +42,5 @@ inline bool poisoning() noexcept { return (sanitizer_flags() & vdev::rt::kSaniti
 inline bool sanitizer_warns() noexcept {
   return (sanitizer_flags() & vdev::rt::kSanitizeWarn) != 0;
 }
-
-// Sets the flags; turning the streams tool on starts the happens-before relation afresh
-// (runtime/happens_before.h), and turning a tool off forgets what it recorded.
-VDEV_BACKEND_API void set_sanitizer_flags(unsigned flags);
-
-// At backend start-up: the flags VDEV_SANITIZER names (none when the configuration is malformed:
-// its error is raised by the first device use).
-void enable_sanitizer_from_config();
 
 }  // namespace vdev::backend

@@ -14,6 +14,7 @@
 #include "backend/sanitizer/settings.h"
 #include "backend/sanitizer/shadow_memory.h"
 #include "runtime/happens_before.h"
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
@@ -40,7 +41,9 @@ struct State {
 };
 
 State& state() {
-  static State* s = new State;  // leaked: tensors are freed during interpreter teardown
+  // Leaked (tensors are freed during interpreter teardown); its lock is a fork lock.
+  static State* s =
+      vdev::rt::new_leaked_with_fork_lock<State>(vdev::rt::ForkLockLevel::kBackendLeaves);
   return *s;
 }
 
@@ -179,6 +182,7 @@ void sanitize_queued(vdev::rt::Stream& stream, const char* op, c10::ArrayRef<Ten
 }
 
 void sanitize_host_access(const char* op, c10::ArrayRef<TensorUse> uses) {
+  if (vdev::rt::in_bad_fork()) return;  // a forked child uses no device: nothing to order
   Prepared p = prepare(op, -1, -1, uses);
   if (p.note == nullptr) return;
   check_and_record(p, [](hb::Clock& clock) { return hb::begin_host_access(clock); });

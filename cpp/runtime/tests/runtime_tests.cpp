@@ -20,6 +20,7 @@
 #include "runtime/errors.h"
 #include "runtime/event.h"
 #include "runtime/fault_injection.h"
+#include "runtime/happens_before.h"
 #include "runtime/ipc.h"
 #include "runtime/memory.h"
 #include "runtime/stream_registry.h"
@@ -524,6 +525,55 @@ static void test_fault_countdown_fails_exactly_one_operation() {
   EXPECT(rt::arm_fault_after(Fault::kCollective, -1) == -1);
 }
 
+// The stream sanitizer's vector clocks: stream order, event record and wait, synchronize, and a
+// true query order work; concurrent queueing threads keep the clocks consistent (TSan build).
+void test_happens_before_edges() {
+  namespace hb = vdev::rt::hb;
+  hb::set_tracking(true);
+  vdev::rt::Stream& a = vdev::rt::new_stream(0, 0);
+  vdev::rt::Stream& b = vdev::rt::new_stream(0, 0);
+  hb::Clock ca, cb;
+  const hb::Epoch first = hb::begin_stream_task(a, ca);
+  hb::begin_stream_task(b, cb);
+  EXPECT(!hb::ordered_before(first, cb));  // nothing orders b after a
+  const hb::Epoch second = hb::begin_stream_task(a, ca);
+  EXPECT(hb::ordered_before(first, ca));  // stream order
+  vdev::rt::Event e(false);
+  e.record(a);
+  e.block(b);
+  hb::begin_stream_task(b, cb);
+  EXPECT(hb::ordered_before(second, cb));  // an event wait
+  const hb::Epoch third = hb::begin_stream_task(a, ca);
+  EXPECT(!hb::known_to_host(third));
+  a.synchronize();
+  EXPECT(hb::known_to_host(third));  // the host waited for it
+  hb::begin_stream_task(b, cb);
+  EXPECT(hb::ordered_before(third, cb));  // whatever the host knew when b's task was queued
+  const hb::Epoch fourth = hb::begin_stream_task(a, ca);
+  a.enqueue("noop", [] {});
+  while (!a.query()) {
+  }
+  EXPECT(hb::known_to_host(fourth));  // a true query
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      vdev::rt::Stream& s = vdev::rt::new_stream(0, 0);
+      hb::Clock c;
+      for (int i = 0; i < 200; ++i) {
+        const hb::Epoch ep = hb::begin_stream_task(s, c);
+        EXPECT(c[ep.slot] == ep.seq);
+        vdev::rt::Event ev(false);
+        ev.record(s);
+        ev.block(a);
+      }
+      s.synchronize();
+    });
+  }
+  for (auto& t : threads) t.join();
+  a.synchronize();
+  hb::set_tracking(false);
+}
+
 int main() {
   setenv("VDEV_DEVICE_COUNT", "2", 1);
   setenv("VDEV_DEVICE_MEMORY", "64MiB", 1);
@@ -535,6 +585,7 @@ int main() {
   test_memory_accounting_and_copies();
   test_concurrent_allocation();
   test_stream_runs_tasks_in_order();
+  test_happens_before_edges();
   test_gate_holds_work_and_events();
   test_errors_surface_once_and_stream_stays_usable();
   test_wait_event_orders_streams_and_carries_errors();

@@ -18,8 +18,10 @@ from typing import Any
 import torch
 
 from torch_vdev import _C
-from torch_vdev.vdev import _profile
-from torch_vdev.vdev import sanitizer  # noqa: F401  (torch.vdev.sanitizer)
+from torch_vdev.vdev import (
+    _profile,
+    sanitizer,  # noqa: F401  (torch.vdev.sanitizer)
+)
 from torch_vdev.vdev._sharing import ipc_collect
 from torch_vdev.vdev._utils import _get_device_index, _traced_device_args
 from torch_vdev.vdev.graphs import (

@@ -59,9 +59,10 @@ _C._sanitizer_set_error_types(StreamRaceError, UninitializedReadError)
 
 def _release_stacks(phase: str, info: dict) -> None:
     # The stacks kept for reports hold code objects, and torch.compile keeps its caches on them:
-    # turned into text before each collection, they keep nothing alive (recorded_stack.h).
-    if phase == "start" and _C._sanitizer_flags():
-        _C._sanitizer_symbolize_stacks()
+    # a collection asks for them to be turned into text at the next stack the sanitizer gathers
+    # (recorded_stack.h). Nothing runs here: a collection may start in the middle of an import.
+    if phase == "start":
+        _C._sanitizer_release_stacks_soon()
 
 
 gc.callbacks.append(_release_stacks)
