@@ -4,6 +4,7 @@ import inspect
 
 import pytest
 import torch
+import torch.distributed as dist
 from asyncutil import gated
 from torch.vdev.sanitizer import UninitializedReadError
 
@@ -64,7 +65,7 @@ def test_a_cached_block_handed_out_again_starts_unwritten():
             y.max()
 
 
-def test_out_copies_fills_random_collectives_and_kernels_initialise():
+def test_out_copies_fills_random_fills_and_kernels_initialise():
     with torch.vdev.sanitizer.sanitize("init"):
         a = torch.randn(8, device=DEV)
         out = torch.empty(8, device=DEV)
@@ -86,6 +87,23 @@ def test_out_copies_fills_random_collectives_and_kernels_initialise():
         with pytest.raises(UninitializedReadError):
             x.sum()
     assert torch.vdev.sanitizer.finding_count() == 1
+
+
+def test_a_collective_initialises_its_output_and_reads_its_input(tmp_path):
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("vccl", store=store, rank=0, world_size=1)
+    try:
+        with torch.vdev.sanitizer.sanitize("init"):
+            src = torch.ones(4, device=DEV)
+            out = torch.empty(4, device=DEV)
+            dist.all_gather_into_tensor(out, src)
+            assert out.sum().item() == 4
+            with pytest.raises(UninitializedReadError, match="allreduce"):
+                dist.all_reduce(torch.empty(4, device=DEV))  # reduced in place: read first
+            dist.all_reduce(out)
+            assert out.sum().item() == 4
+    finally:
+        dist.destroy_process_group()
 
 
 def test_streams_and_init_combine():

@@ -3,8 +3,8 @@
 #include <mutex>
 
 #include "backend/sanitizer/allocation_events.h"
-#include "backend/sanitizer/settings.h"
 #include "backend/sanitizer/host_operators.h"
+#include "backend/sanitizer/settings.h"
 #include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/happens_before.h"
 
