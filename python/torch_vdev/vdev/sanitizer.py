@@ -47,7 +47,7 @@ _TOOLS = {"streams": 1, "init": 2, "poison": 4, "warn": 8}
 
 
 class StreamRaceError(RuntimeError):
-    """Two streams access the same device bytes, at least one writing, with nothing ordering them."""
+    """Two streams access the same device bytes, at least one writing, and nothing orders them."""
 
 
 class UninitializedReadError(RuntimeError):
