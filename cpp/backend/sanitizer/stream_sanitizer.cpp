@@ -78,6 +78,15 @@ struct Prepared {
   std::vector<bool> approximate;
 };
 
+// Byte ranges of a recorded view.
+void add_ranges(Prepared& p, const TensorNote& t) {
+  std::vector<ByteRange> r;
+  const bool exact = t.view.runs(kMaxExactRuns, r);
+  if (!exact) r.assign(1, t.view.extent());
+  p.ranges.push_back(std::move(r));
+  p.approximate.push_back(!exact);
+}
+
 // The note and byte ranges of `uses` (before the lock). Null note: nothing tracked.
 Prepared prepare(const char* op, int device, std::int64_t stream, c10::ArrayRef<TensorUse> uses) {
   Prepared p;
@@ -91,12 +100,7 @@ Prepared prepare(const char* op, int device, std::int64_t stream, c10::ArrayRef<
     }
     p.note->tensors.push_back(note_of(u.tensor, u.access));
     p.access.push_back(u.access);
-    std::vector<ByteRange> r;
-    const ViewGeometry& view = p.note->tensors.back().view;
-    const bool exact = view.runs(kMaxExactRuns, r);
-    if (!exact) r.assign(1, view.extent());
-    p.ranges.push_back(std::move(r));
-    p.approximate.push_back(!exact);
+    add_ranges(p, p.note->tensors.back());
   }
   if (p.note != nullptr) p.note->stack = gather_stack();
   return p;
@@ -187,19 +191,6 @@ void sanitize_host_access(const char* op, c10::ArrayRef<TensorUse> uses) {
   if (p.note == nullptr) return;
   check_and_record(p, [](hb::Clock& clock) { return hb::begin_host_access(clock); });
 }
-
-namespace {
-
-// Byte ranges of a recorded view.
-void add_ranges(Prepared& p, const TensorNote& t) {
-  std::vector<ByteRange> r;
-  const bool exact = t.view.runs(kMaxExactRuns, r);
-  if (!exact) r.assign(1, t.view.extent());
-  p.ranges.push_back(std::move(r));
-  p.approximate.push_back(!exact);
-}
-
-}  // namespace
 
 void sanitize_replay(vdev::rt::Stream& stream, std::uint64_t capture_id) {
   if (!sanitizing_accesses()) return;
