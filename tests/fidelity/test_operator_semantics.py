@@ -168,3 +168,66 @@ def test_embedding_bag_is_queued_and_equals_cpu_forward_and_backward(name):
         assert not rt.stream_query(*sid(stream))
     for g, w in zip(got[0], want, strict=True):
         torch.testing.assert_close(g.cpu(), w)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("op", ["sub", "rsub", "mul", "add", "div"])
+def test_a_python_scalar_with_a_0_dim_tensor_computes_in_the_tensors_dtype(op, dtype):
+    # A Python scalar reaches the kernel as a "wrapped number": it takes part in type promotion
+    # below a 0-dim tensor, so CPU and CUDA compute in the tensor's dtype (a queued task once
+    # snapshotted it as a plain 0-dim double tensor, and computed in double).
+    t = torch.tensor(0.045423004776239395).to(dtype)
+    ref = getattr(torch, op)(t, 0.3)
+    got = getattr(torch, op)(t.to("vdev"), 0.3)
+    assert got.dtype == ref.dtype
+    torch.testing.assert_close(got.cpu(), ref, rtol=0, atol=0)
+
+
+def test_conj_physical_in_place_runs_on_the_device():
+    # Its CompositeExplicitAutograd kernel calls a DispatchStub by device type (no vdev kernel).
+    z = torch.randn(5, dtype=torch.complex64)
+    zv = z.to("vdev")
+    assert zv.conj_physical_() is zv
+    assert torch.equal(zv.cpu(), z.conj_physical())
+
+
+OUT_OVERLAPS = {
+    "the same tensor as input and out": lambda d: torch.masked_select(
+        x := torch.arange(6.0, device=d), x > 2, out=x
+    ),
+    "an empty out that is also a listed input": lambda d: torch.cat(
+        (x := torch.zeros(0, device=d), torch.randn(4, 6, device=d)), out=x
+    ),
+    "an out that overlaps the index once resized": lambda d: torch.gather(
+        i := torch.tensor([2, 1, 0], device=d), 0, i[1:], out=i[:1]
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_OVERLAPS))
+def test_an_out_tensor_overlapping_an_input_is_refused_at_the_call(name):
+    with pytest.raises(RuntimeError, match="unsupported operation") as on_cpu:
+        OUT_OVERLAPS[name]("cpu")
+    with pytest.raises(RuntimeError) as on_vdev:
+        OUT_OVERLAPS[name]("vdev")
+    assert str(on_vdev.value) == str(on_cpu.value)
+    torch.vdev.synchronize()
+
+
+def test_an_out_tensor_resized_by_cpus_kernel_keeps_the_kernels_layout():
+    # linalg_lstsq runs on the host (no meta kernel); its solution is column-major on CPU and CUDA.
+    a, b = torch.randn(4, 3), torch.randn(4, 2)
+    ref = torch.linalg.lstsq(a, b).solution
+    got = torch.linalg.lstsq(a.to("vdev"), b.to("vdev")).solution
+    assert got.stride() == ref.stride()
+    torch.testing.assert_close(got.cpu(), ref)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_layer_norm_backward_in_half_types_matches_cpu(dtype):
+    # vdev's forward keeps mean and rstd in float, as CUDA does; CPU's backward wants the input's.
+    x, w = torch.randn(4, 8, dtype=dtype), torch.randn(8, dtype=dtype)
+    xc, xv = x.clone().requires_grad_(), x.to("vdev").requires_grad_()
+    F.layer_norm(xc, (8,), w).sum().backward()
+    F.layer_norm(xv, (8,), w.to("vdev")).sum().backward()
+    torch.testing.assert_close(xv.grad.cpu(), xc.grad)

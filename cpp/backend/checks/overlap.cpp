@@ -8,28 +8,75 @@
 #include "backend/common/tensor_args.h"
 
 namespace vdev::backend {
-bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-  if (!op.schema().is_mutable()) return false;  // nothing written: the common case, no walk
+namespace {
+
+struct Arg {
+  at::Tensor t;
+  std::size_t position;  // of its argument in the schema
+  bool written;
+  bool out;      // an out= argument (keyword-only, written): the kernel may resize it first
+  bool in_list;  // an element of a tensor list
+};
+
+c10::SmallVector<Arg, 8> vdev_tensor_arguments(const c10::OperatorHandle& op,
+                                               const torch::jit::Stack& stack) {
   const auto& args = op.schema().arguments();
   const std::size_t first = stack.size() - args.size();
-  struct Arg {
-    at::Tensor t;
-    bool written;
-  };
   c10::SmallVector<Arg, 8> tensors;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const bool written = is_written(args[i]);
-    for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
-      if (is_vdev_tensor(t) && t.numel() > 0) tensors.push_back({t, written});
+    const c10::IValue& v = stack[first + i];
+    const bool in_list = !v.isTensor();
+    for_each_tensor(v, [&](const at::Tensor& t) {
+      if (is_vdev_tensor(t)) {
+        tensors.push_back({t, i, written, written && args[i].kwarg_only(), in_list});
+      }
     });
   }
+  return tensors;
+}
+
+bool same_tensor(const Arg& a, const Arg& b) {
+  return a.t.unsafeGetTensorImpl() == b.t.unsafeGetTensorImpl();
+}
+
+}  // namespace
+
+bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if (!op.schema().is_mutable()) return false;  // nothing written: the common case, no walk
+  const c10::SmallVector<Arg, 8> tensors = vdev_tensor_arguments(op, stack);
   for (const Arg& w : tensors) {
     if (!w.written) continue;
-    if (at::has_internal_overlap(w.t) == at::MemOverlap::Yes) return true;
+    if (w.t.numel() > 0 && at::has_internal_overlap(w.t) == at::MemOverlap::Yes) return true;
     for (const Arg& other : tensors) {
-      if (other.t.unsafeGetTensorImpl() == w.t.unsafeGetTensorImpl()) continue;
+      if (other.position == w.position && same_tensor(other, w)) continue;
       if (!w.t.storage().is_alias_of(other.t.storage())) continue;
+      if (same_tensor(other, w)) {
+        // The in-place form (out= is self) stays queued (see the header); the same tensor
+        // inside a list (cat((x, y), out=x)) is an input the resized out overwrites.
+        if (w.out && other.in_list) return true;
+        continue;
+      }
+      // CPU's and CUDA's out= kernels resize out before their overlap checks: a view that shares
+      // an input's storage without overlapping it yet (gather(i, 0, i[1:], out=i[:1]), an empty
+      // out) may overlap once resized. CPU's own kernel on shared aliases decides.
+      if (w.out) return true;
+      if (w.t.numel() == 0 || other.t.numel() == 0) continue;
       if (at::get_overlap_status(w.t, other.t) != at::MemOverlapStatus::No) return true;
+    }
+  }
+  return false;
+}
+
+bool written_arguments_share_storage(const c10::OperatorHandle& op,
+                                     const torch::jit::Stack& stack) {
+  if (!op.schema().is_mutable()) return false;
+  const c10::SmallVector<Arg, 8> tensors = vdev_tensor_arguments(op, stack);
+  for (const Arg& w : tensors) {
+    if (!w.written) continue;
+    for (const Arg& other : tensors) {
+      if (other.position == w.position && same_tensor(other, w)) continue;
+      if (w.t.storage().is_alias_of(other.t.storage())) return true;
     }
   }
   return false;

@@ -25,6 +25,14 @@ namespace vdev::backend {
 
 // True when a written vdev argument overlaps another vdev argument (a different TensorImpl) or
 // itself (more than one element at one address).
+// An out= argument counts as overlapping whenever it shares an input's storage, or is itself an
+// element of an input list: it may be resized into the input before the kernel's checks.
 bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+
+// True when a written vdev argument shares its Storage with any other vdev argument, the same
+// tensor passed twice included (masked_select(x, m, out=x)). For calls run synchronously through
+// at::native::cpu_fallback, which copies every argument to its own CPU tensor: CPU's overlap
+// checks would see none of it, so such a call runs on shared CPU aliases instead.
+bool written_arguments_share_storage(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
 
 }  // namespace vdev::backend

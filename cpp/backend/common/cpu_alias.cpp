@@ -65,6 +65,9 @@ void place_aliases(c10::ArrayRef<std::pair<std::size_t, AliasSpec>> specs,
 
 at::Tensor SharedCpuAliases::of(const at::Tensor& t) {
   if (!t.defined() || t.device().type() != kVdev) return t;
+  // One alias per tensor, as on CPU: cat((x, y), out=x) must see its out resized into its input.
+  auto [known, fresh] = tensors_.try_emplace(t.unsafeGetTensorImpl());
+  if (!fresh) return known->second;
   const c10::Storage& device_storage = t.storage();
   auto [it, inserted] = shared_.try_emplace(device_storage.unsafeGetStorageImpl());
   if (inserted) {
@@ -79,6 +82,7 @@ at::Tensor SharedCpuAliases::of(const at::Tensor& t) {
   a.set_(it->second.cpu, t.storage_offset(), t.sizes(), t.strides());
   if (t.is_conj()) a._set_conj(true);
   if (t.is_neg()) a._set_neg(true);
+  known->second = a;
   return a;
 }
 

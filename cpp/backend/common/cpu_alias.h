@@ -65,6 +65,7 @@ void place_aliases(c10::ArrayRef<std::pair<std::size_t, AliasSpec>> specs,
 // on the host (executor/host_run.h). The CPU Storage is resizable when the device's is: a kernel
 // that grows an out= argument (cat(..., out=x)) moves that storage to host memory (CPU's resize
 // copies the bytes); carry_back() then gives the device tensor its new bytes and metadata.
+// The same tensor passed twice gets one alias, as on CPU.
 // Not thread-safe; lives for one call on the dispatching thread.
 class SharedCpuAliases {
  public:
@@ -92,6 +93,7 @@ class SharedCpuAliases {
   static void copy_grown_bytes(const c10::Storage& device, Shared& sh);
   static void carry_metadata(const at::Tensor& device, const at::Tensor& cpu);
   std::unordered_map<c10::StorageImpl*, Shared> shared_;
+  std::unordered_map<c10::TensorImpl*, at::Tensor> tensors_;  // the alias made for each tensor
 };
 
 // A non-owning CPU view of a host tensor's bytes (same sizes, strides, conj/neg bits) that shares

@@ -13,6 +13,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/common/schema_arguments.h"
 #include "backend/common/tensor_args.h"
 
 namespace vdev::backend {
@@ -102,6 +103,15 @@ bool shape_returns_as_cpu(const c10::OperatorHandle& op, const torch::jit::Stack
   std::optional<torch::jit::Stack> probe =
       batch_norm ? batch_norm_probe(stack, first, nargs) : embedding_bag_probe(stack, first, nargs);
   if (!probe) return false;
+  // out= tensors empty (native_batch_norm.out): CPU's kernel sizes them for the probe's input
+  // silently, where tensors of the call's sizes would make it warn that it resized them.
+  const auto& args = op.schema().arguments();
+  for (std::size_t i = 0; i < nargs; ++i) {
+    c10::IValue& v = (*probe)[i];
+    if (is_written(args[i]) && args[i].kwarg_only() && v.isTensor() && v.toTensor().defined()) {
+      v = at::empty({0}, at::TensorOptions().dtype(v.toTensor().scalar_type()));
+    }
+  }
   try {
     op.callBoxed(&*probe);
   } catch (const std::exception&) {

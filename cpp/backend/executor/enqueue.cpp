@@ -53,13 +53,33 @@ const c10::IValue& resize_written(const LaunchPlan& plan, const std::vector<Meta
                                   std::size_t first) {
   const MetaReturn& m = returns[i];
   const c10::IValue& real = stack[first + static_cast<std::size_t>(plan.aliased[i])];
-  // resize_output_check warns as CPU's and CUDA's out= kernels do ("An output with one or more
-  // elements was resized ..."), at the call; the meta kernel's own warnings are not shown.
+  // resize_output_check warns as CPU's and CUDA's structured out= kernels do ("An output with one
+  // or more elements was resized ..."), at the call; the meta kernel's own warnings are not shown.
+  // Reached with elements only in a sync debug mode (resizes_an_out_with_elements).
   if (real.isTensor() && m.kind == MetaReturn::Tensor && m.tensors[0].defined &&
       at::native::resize_output_check(real.toTensor(), m.tensors[0].sizes)) {
     resize_vdev_tensor(real.toTensor(), m.tensors[0].sizes, std::nullopt);
   }
   return real;
+}
+
+// Whether an out= tensor that holds elements has to be resized. Deprecated, and kernels differ in
+// what they say about it: resize_output's "An output with one or more elements was resized",
+// arange's own words, a silent resize_ (kthvalue, bernoulli, multinomial). Such a call runs CPU's
+// kernel on the host, which says what it says at the call.
+bool resizes_an_out_with_elements(const LaunchPlan& plan, const std::vector<MetaReturn>& returns,
+                                  const torch::jit::Stack& stack, std::size_t first) {
+  for (std::size_t i = 0; i < returns.size(); ++i) {
+    if (plan.aliased[i] < 0) continue;
+    const c10::IValue& real = stack[first + static_cast<std::size_t>(plan.aliased[i])];
+    const MetaReturn& m = returns[i];
+    if (real.isTensor() && m.kind == MetaReturn::Tensor && m.tensors[0].defined &&
+        real.toTensor().numel() > 0 &&
+        real.toTensor().sizes() != c10::IntArrayRef(m.tensors[0].sizes)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // The outputs of the call on the device: the mutated argument itself (resized when the operator
@@ -122,6 +142,10 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
   if (C10_UNLIKELY(plan->settle_on_host.load(std::memory_order_relaxed)) &&
       may_settle_on_the_host()) {
     // CPU's kernel resizes written arguments itself there.
+    return EnqueueOutcome::to_settle(std::move(plan));
+  }
+  if (C10_UNLIKELY(resizes_an_out_with_elements(*plan, returns, *stack, first)) &&
+      may_settle_on_the_host()) {
     return EnqueueOutcome::to_settle(std::move(plan));
   }
 

@@ -66,11 +66,17 @@ bool restore_layouts(const c10::SmallVector<at::Tensor, 2>& written, DeviceAlias
   return restored;
 }
 
-// A vdev tensor as a CPU alias of its device bytes; a CPU tensor as a snapshot.
+// A vdev tensor as a CPU alias of its device bytes; a CPU tensor as a snapshot. A wrapped number
+// (a Python scalar: `t - 0.3`) stays one: it takes part in type promotion below a 0-dim tensor,
+// and as a plain 0-dim double tensor it would make a 0-dim float tensor compute in double.
 at::Tensor alias_or_snapshot(const at::Tensor& t) {
   if (!t.defined()) return t;
   if (is_vdev_tensor(t)) return cpu_alias(t);
-  return t.clone();
+  at::Tensor snapshot = t.clone();
+  if (t.unsafeGetTensorImpl()->is_wrapped_number()) {
+    snapshot.unsafeGetTensorImpl()->set_wrapped_number(true);
+  }
+  return snapshot;
 }
 
 }  // namespace

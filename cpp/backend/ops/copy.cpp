@@ -27,7 +27,9 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "backend/common/check.h"
@@ -255,11 +257,37 @@ at::Tensor vdev_copy_from(const at::Tensor& self, const at::Tensor& dst, bool no
   return dst;
 }
 
+// Whether no two elements of the view share an address: with the dimensions sorted by stride,
+// each stride reaches past everything the smaller ones span. (at::has_internal_overlap answers
+// "too hard" for any non-dense view.)
+bool without_overlap(const at::Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dimensions that matter
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  }
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 1;  // elements from the first to one past the last, for the dimensions so far
+  for (const auto& [stride, size] : dims) {
+    if (stride < span) return false;
+    span += stride * (size - 1);
+  }
+  return true;
+}
+
 at::Tensor vdev_copy_from_and_resize(const at::Tensor& self, const at::Tensor& dst) {
   // Resize on dst's own device: the allocator works on the current device.
   if (dst.device().type() == kVdev) {
     const c10::DeviceGuard guard(dst.device());
-    resize_vdev_tensor(dst, self.sizes(), std::nullopt);
+    // at::native::cpu_fallback carries a written argument back through here: an out= tensor
+    // the CPU kernel resized gets the layout the kernel chose (linalg_lstsq's column-major
+    // solution, a view of a taller buffer when there are more equations than unknowns, as CPU
+    // and CUDA give it), not a contiguous one. Any layout without overlap; the storage grows to
+    // its extent.
+    if (dst.sizes() != self.sizes() && without_overlap(self)) {
+      resize_tensor_impl(dst.unsafeGetTensorImpl(), self.sizes(), self.strides());
+    } else {
+      resize_vdev_tensor(dst, self.sizes(), std::nullopt);
+    }
   } else {
     dst.resize_(self.sizes());
   }

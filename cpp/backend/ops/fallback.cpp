@@ -21,6 +21,7 @@
 
 #include "backend/checks/call_checks.h"
 #include "backend/checks/host_checked_results.h"
+#include "backend/checks/overlap.h"
 #include "backend/common/alert_filter.h"
 #include "backend/common/schema_arguments.h"
 #include "backend/common/stream_lookup.h"
@@ -59,7 +60,7 @@ void run_synchronously(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   }
   key_generator_argument(op, stack, device);
   const SilenceNondeterminismAlerts alerted_at_the_call;  // CPU's kernel would repeat vdev's
-  if (call.overlapping) {
+  if (call.overlapping || (device && written_arguments_share_storage(op, *stack))) {
     run_on_cpu_aliases(op, stack, *device);  // CPU's overlap checks see the shared storage
     return;
   }
@@ -86,6 +87,25 @@ void vdev_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   run_synchronously(op, stack, call, outcome);
 }
 
+// native_layer_norm on vdev returns mean and rstd in float for half and bfloat16 inputs, as CUDA's
+// kernel and the meta function do; CPU's backward kernel insists that they have the input's dtype
+// ("expected scalar type BFloat16 but found Float"). They are cast to it first (CPU's forward
+// rounds them to that dtype too, so the gradients are CPU's).
+void layer_norm_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const std::size_t first = stack->size() - op.schema().arguments().size();
+  const c10::IValue& input = (*stack)[first + 1];
+  if (input.isTensor() && at::isReducedFloatingType(input.toTensor().scalar_type())) {
+    const c10::ScalarType dtype = input.toTensor().scalar_type();
+    for (const std::size_t stat : {first + 3, first + 4}) {  // mean, rstd
+      c10::IValue& v = (*stack)[stat];
+      if (v.isTensor() && v.toTensor().defined() && v.toTensor().scalar_type() != dtype) {
+        v = v.toTensor().to(dtype);
+      }
+    }
+  }
+  vdev_boxed_kernel(op, stack);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
@@ -100,6 +120,25 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
   m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+  m.impl("native_layer_norm_backward",
+         torch::CppFunction::makeFromBoxedFunction<&layer_norm_backward_kernel>());
+}
+
+// Operators whose PrivateUse1 kernel would otherwise be a CompositeExplicitAutograd one that does
+// what CUDA's own kernel does not (found by tests/ops/opinfo_sweep.py):
+//  * out= forms whose composite writes a CPU out tensor through a cross-device copy_, where CUDA's
+//    kernel refuses it ("Expected all tensors to be on the same device"): addr.out (math_addr_out),
+//    all/any.dims_out, _chunk_cat.out (split_with_sizes_copy.out is not one: its out= is a tensor
+//    list, which CPU's kernel would resize on a stream worker);
+//  * mode.values: its composite (mode_out) refuses every device but CPU, CUDA and XPU;
+//  * conj_physical_: its composite calls conj_physical's DispatchStub for the tensor's device,
+//    which has no vdev kernel (an internal assert).
+// Through the boxed kernel they get the device rules and run CPU's kernel.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"addr.out", "all.dims_out", "any.dims_out", "_chunk_cat.out",
+                           "mode.values", "conj_physical_"}) {
+    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+  }
 }
 
 // The functional and in-place forms of structured operators (generated from native_functions.yaml,
