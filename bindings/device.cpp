@@ -41,6 +41,8 @@ void bind_device(nb::module_& m) {
   m.def(
       "_config_error", [] { return rt::config_error(); },
       "The configuration error message, or None.");
+  m.def("_config_read", &rt::config_read,
+        "Whether the runtime has read its VDEV_* variables yet (at the first device use).");
   m.def("_get_device", &rt::get_device, "The calling thread's current vdev device index.");
   m.def("_set_device", &set_device, nb::arg("device").none(),
         "Sets the calling thread's current vdev device (int, 'vdev:N' or torch.device).");

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -90,8 +91,11 @@ struct Loaded {
   std::optional<std::string> error;
 };
 
+std::atomic<bool> g_read{false};
+
 const Loaded& loaded() {
   static const Loaded instance = [] {
+    g_read.store(true, std::memory_order_relaxed);
     Loaded l;
     try {
       if (const char* v = std::getenv("VDEV_DEVICE_COUNT")) {
@@ -273,5 +277,7 @@ const Config& config() {
 }
 
 const std::optional<std::string>& config_error() noexcept { return loaded().error; }
+
+bool config_read() noexcept { return g_read.load(std::memory_order_relaxed); }
 
 }  // namespace vdev::rt

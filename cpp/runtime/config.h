@@ -81,6 +81,10 @@ VDEV_RT_API const Config& config();
 // The configuration error, if any, without throwing.
 VDEV_RT_API const std::optional<std::string>& config_error() noexcept;
 
+// Whether the variables have been read yet (they are read at the first device use, not when the
+// library loads): until then, setting VDEV_DEVICE_COUNT or VDEV_DEVICE_MEMORY still counts.
+VDEV_RT_API bool config_read() noexcept;
+
 // Parsers, exposed for tests. They throw std::invalid_argument naming `what` and the value.
 VDEV_RT_API int parse_device_count(const std::string& text, const char* what);
 VDEV_RT_API std::size_t parse_memory_size(const std::string& text, const char* what);
