@@ -30,3 +30,21 @@ def expected_failures(path: Path, dtype: str) -> dict[str, str]:
         if dt in ("*", dtype):
             out[name] = reason.strip()
     return out
+
+
+def expected_failures_by_check(path: Path, dtype: str) -> dict[tuple[str, str], str]:
+    """Lines `DTYPE CHECK NAME  # reason`, where DTYPE and CHECK may be `*` (every dtype, every
+    check of tests/ops/opinfo_sweep.py): {(CHECK, NAME): reason} for `dtype`, `*` expanded."""
+    checks = ("forward", "strides", "backward", "fwad", "out", "variants", "errors")
+    out = {}
+    for line in path.read_text().splitlines():
+        body, _, reason = line.partition("#")
+        if not body.strip():
+            continue
+        dt, check, name = body.split()
+        assert reason.strip(), f"expected failure without a reason: {line!r}"
+        assert check == "*" or check in checks, f"unknown check {check!r}: {line!r}"
+        if dt in ("*", dtype):
+            for c in checks if check == "*" else (check,):
+                out[(c, name)] = reason.strip()
+    return out
