@@ -387,14 +387,15 @@ def test_a_freed_block_is_not_reused_by_another_stream():
 
 
 def test_record_stream_defers_reuse_until_the_other_streams_work_has_finished():
-    # x's block must be the only free 1 MiB one when w is allocated: tensors of earlier tests that
-    # only the cyclic collector frees (tracebacks kept by pytest.raises) would share a segment with
-    # x, and best fit would then pick another block.
+    # x's block must be the best free fit when w is allocated: tensors of earlier tests that only
+    # the cyclic collector frees (tracebacks kept by pytest.raises) would share a segment with x,
+    # and best fit would then pick another block. 3 MiB: the large pool, where small leftovers
+    # (PyTorch's own autograd cycles, which no collector frees) do not go.
     gc.collect()
     torch.vdev.synchronize()
     torch.vdev.empty_cache()
     s, other = torch.vdev.current_stream(), torch.vdev.Stream()
-    x = torch.zeros(1 << 18, device="vdev")
+    x = torch.zeros(3 << 18, device="vdev")
     x_ptr = x.data_ptr()
     other.wait_stream(s)
     with gated(other) as gate:
@@ -402,12 +403,12 @@ def test_record_stream_defers_reuse_until_the_other_streams_work_has_finished():
             x.add_(1)  # x is used on `other`, behind the gate
         x.record_stream(other)
         del x
-        z = torch.empty(1 << 18, device="vdev")  # same stream, same size: x's block is not free
+        z = torch.empty(3 << 18, device="vdev")  # same stream, same size: x's block is not free
         assert z.data_ptr() != x_ptr
         assert torch.accelerator.memory_stats(0)["active.all.current"] >= 2
         gate.open()
     other.synchronize()
-    w = torch.empty(1 << 18, device="vdev")
+    w = torch.empty(3 << 18, device="vdev")
     assert w.data_ptr() == x_ptr
 
 
