@@ -231,3 +231,20 @@ def test_layer_norm_backward_in_half_types_matches_cpu(dtype):
     F.layer_norm(xc, (8,), w).sum().backward()
     F.layer_norm(xv, (8,), w.to("vdev")).sum().backward()
     torch.testing.assert_close(xv.grad.cpu(), xc.grad)
+
+
+def test_a_missing_tangent_is_a_zero_tensor_so_a_nan_primal_does_not_spread():
+    # Forward AD of total / count with no tangent for count: the formula's other_t * result term
+    # uses a ZeroTensor (_efficientzerotensor), which arithmetic skips; real zeros made it NaN.
+    import torch.autograd.forward_ad as fwAD
+
+    z = torch._efficientzerotensor((2, 3), device="vdev")
+    assert z._is_zerotensor() and z.device.type == "vdev"
+    tangents = {}
+    for d in ("cpu", "vdev"):
+        x = torch.tensor([float("nan"), 1.0, 2.0], device=d)
+        with fwAD.dual_level():
+            total = fwAD.make_dual(x, torch.tensor([1.0, 2.0, 3.0], device=d)).sum()
+            r = total / torch.ones(3, device=d).sum()
+            tangents[d] = fwAD.unpack_dual(r).tangent.cpu()
+    assert torch.equal(tangents["vdev"], tangents["cpu"]) and tangents["cpu"].item() == 2.0

@@ -184,7 +184,10 @@ class Sweep:
             on_device = True
         except Exception:  # noqa: BLE001 (a sample function that cannot make device inputs)
             torch.manual_seed(0)
-            samples = list(make("cpu", self.dtype, requires_grad=requires_grad))
+            try:
+                samples = list(make("cpu", self.dtype, requires_grad=requires_grad))
+            except Exception:  # noqa: BLE001 (nor CPU ones: an integer tensor requiring grad)
+                return
             on_device = False
         for s in samples[: self.max_samples]:
             try:
@@ -196,7 +199,9 @@ class Sweep:
                             if not isinstance(x, torch.Tensor):
                                 return x
                             y = x.detach()
-                            if device == "cpu" or not on_device:
+                            if device == "cpu":
+                                y = sample_to_cpu(y)
+                            elif not on_device:
                                 y = y.to(device)
                             return y.requires_grad_(x.requires_grad)
 

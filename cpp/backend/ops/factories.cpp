@@ -120,7 +120,27 @@ at::Tensor& vdev_zero_(at::Tensor& self) {
 
 }  // namespace
 
+// A ZeroTensor: no memory, and the ZeroTensor dispatch key, by which arithmetic skips it. Autograd
+// formulas make one for a missing tangent or gradient (`(self_t - other_t * result) / other` with
+// no other_t). CPU's and CUDA's kernels make it for their device; through the boxed fallback vdev
+// made real zeros instead, so a NaN primal turned the term into NaN where CPU and CUDA skip it.
+at::Tensor vdev_efficientzerotensor(c10::SymIntArrayRef size, std::optional<c10::ScalarType> dtype,
+                                    std::optional<c10::Layout> layout,
+                                    std::optional<c10::Device> device_opt,
+                                    std::optional<bool> pin_memory) {
+  c10::Device device = c10::device_or_default(device_opt);
+  check_factory_options(device, c10::dtype_or_default(dtype), layout, pin_memory,
+                        "_efficientzerotensor");
+  const c10::DeviceGuard guard(device);
+  if (!device.has_index()) device = guard.current_device();
+  at::native::ZeroTensorAllocator allocator(device);
+  const c10::DispatchKeySet keys = kVdevKeys | c10::DispatchKeySet(c10::DispatchKey::ZeroTensor);
+  return at::detail::empty_generic(C10_AS_INTARRAYREF_SLOW(size), &allocator, keys,
+                                   c10::dtype_or_default(dtype), std::nullopt);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_efficientzerotensor", vdev_efficientzerotensor);
   m.impl("empty.memory_format", vdev_empty);
   m.impl("empty_strided", vdev_empty_strided);
   m.impl("fill_.Scalar", vdev_fill_);

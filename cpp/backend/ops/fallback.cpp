@@ -129,13 +129,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 //  * out= forms whose composite writes a CPU out tensor through a cross-device copy_, where CUDA's
 //    kernel refuses it ("Expected all tensors to be on the same device"): addr.out (math_addr_out),
 //    all/any.dims_out, _chunk_cat.out (split_with_sizes_copy.out is not one: its out= is a tensor
-//    list, which CPU's kernel would resize on a stream worker);
+//    list, which CPU's kernel would resize on a stream worker); and addr itself, whose composite
+//    (math_addr) rounds half-precision products differently from the kernels;
 //  * mode.values: its composite (mode_out) refuses every device but CPU, CUDA and XPU;
 //  * conj_physical_: its composite calls conj_physical's DispatchStub for the tensor's device,
 //    which has no vdev kernel (an internal assert).
 // Through the boxed kernel they get the device rules and run CPU's kernel.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"addr.out", "all.dims_out", "any.dims_out", "_chunk_cat.out",
+  for (const char* name : {"addr", "addr.out", "all.dims_out", "any.dims_out", "_chunk_cat.out",
                            "mode.values", "conj_physical_"}) {
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
   }
