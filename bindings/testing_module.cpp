@@ -90,6 +90,8 @@ void bind_probes(nb::module_& t) {
         nb::call_guard<nb::gil_scoped_release>());
   t.def("enqueue_cpu_busy", &probes::enqueue_cpu_busy, nb::arg("device"), nb::arg("stream_id"),
         nb::arg("seconds"), nb::arg("path"));
+  t.def("enqueue_warning", &probes::enqueue_warning, nb::arg("device"), nb::arg("stream_id"),
+        nb::arg("message"));
   t.def("host_record_event", &probes::host_record_event, nb::arg("ptr"), nb::arg("device"),
         nb::arg("stream_id"),
         "The host allocator's record_event on the pinned memory at `ptr` for (device, stream_id).");

@@ -1,5 +1,7 @@
 #include "backend/checks/stand_in_check.h"
 
+#include <cstdint>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -19,9 +21,11 @@
 namespace vdev::backend {
 namespace {
 
-// Installed for a trial with c10's own WarningHandlerGuard.
+thread_local std::uint64_t t_trial_warnings = 0;  // warnings the trials on this thread dropped
+
+// Installed for a trial with c10's own WarningHandlerGuard: counts, and shows nothing.
 class DiscardWarnings final : public c10::WarningHandler {
-  void process(const c10::Warning&) override {}
+  void process(const c10::Warning&) override { ++t_trial_warnings; }
 };
 
 bool checked_on_stand_ins(const c10::OperatorHandle& op) {
@@ -193,6 +197,8 @@ at::Tensor stand_in_like(const at::Tensor& like, at::IntArrayRef sizes) {
   if (like.is_neg()) s._set_neg(true);
   return s;
 }
+
+std::uint64_t trial_warnings_dropped() { return t_trial_warnings; }
 
 bool full_size_trial_affordable(int64_t elements) { return elements <= kFullSizeBudget; }
 

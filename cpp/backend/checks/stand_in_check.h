@@ -46,6 +46,7 @@
 #include <ATen/core/stack.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <vector>
 
@@ -60,6 +61,11 @@ namespace vdev::backend {
 bool cpu_accepts_stand_ins(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                            std::size_t first, std::size_t nargs, int64_t output_elements,
                            std::vector<bool>* undefined_returns = nullptr);
+
+// How many warnings the trials on the calling thread have dropped so far: a plan whose trial
+// warned runs on the host (executor/launch_plan.h, warns_on_host), where the kernel's warning
+// reaches the caller at the call, as a CUDA operator's host-side TORCH_WARN does.
+std::uint64_t trial_warnings_dropped();
 
 // Whether a failed check may be settled now by running the call synchronously on its real
 // arguments: not in a sync debug mode.

@@ -195,9 +195,11 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
     }
   }
   std::vector<bool> undefined;
+  const std::uint64_t warned_before = trial_warnings_dropped();
   if (!cpu_accepts_stand_ins(op, stack, first, nargs, output_elements, &undefined)) {
     plan->settle_on_host.store(true);
   }
+  plan->warns_on_host = trial_warnings_dropped() != warned_before;
   // Returns CPU's kernel leaves undefined (by flags) are undefined on vdev too, not allocated.
   for (std::size_t i = 0; i < undefined.size() && i < plan->returns.size(); ++i) {
     if (undefined[i] && plan->aliased[i] < 0) plan->undefined_returns.push_back(i);

@@ -53,6 +53,10 @@ struct LaunchPlan {
   // the next call runs synchronously on its real arguments, to raise CPU's error at the call; if
   // that run succeeds, the stand-ins were at fault and this is cleared (by the dispatching thread).
   mutable std::atomic<bool> settle_on_host{false};
+  // CPU's kernel warned on the stand-ins (std of one element: "degrees of freedom is <= 0"): every
+  // call runs on the host, so that the warning comes at the call, not at the next synchronize
+  // from a stream worker. Such warnings depend on sizes and flags, which the plan is keyed by.
+  bool warns_on_host = false;
 };
 
 // The returns' metadata of `op` applied to stack[first, first + nargs), by its meta kernel (CPU

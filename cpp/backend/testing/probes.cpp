@@ -77,6 +77,11 @@ void enqueue_cpu_busy(int device, std::int64_t stream_id, double seconds, const 
   });
 }
 
+void enqueue_warning(int device, std::int64_t stream_id, const std::string& message) {
+  vdev::rt::Stream& stream = VDEV_RT(vdev::rt::stream_from_id(device, stream_id));
+  enqueue_task(stream, "testing_warning", [message] { TORCH_WARN(message); });
+}
+
 bool host_record_event(std::uintptr_t ptr, int device, std::int64_t stream_id) {
   const c10::Stream stream(c10::Stream::UNSAFE,
                            c10::Device(kVdev, static_cast<c10::DeviceIndex>(device)), stream_id);

@@ -39,6 +39,11 @@ VDEV_TESTING_API int worker_intra_op_threads(int device);
 VDEV_TESTING_API void enqueue_cpu_busy(int device, std::int64_t stream_id, double seconds,
                                        const std::string& path);
 
+// Queues on (device, stream_id) a task that warns `message` (TORCH_WARN) on the stream worker: a
+// kernel warning only the worker sees, as one that depends on values (worker_warnings.h).
+VDEV_TESTING_API void enqueue_warning(int device, std::int64_t stream_id,
+                                      const std::string& message);
+
 // The registered host allocator's record_event for the pinned memory at `ptr` and the stream
 // (device, stream_id), as PyTorch calls it for a tensor it cannot name the block of (ctx null).
 VDEV_TESTING_API bool host_record_event(std::uintptr_t ptr, int device, std::int64_t stream_id);
