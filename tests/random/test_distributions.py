@@ -12,19 +12,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from two_sample import ks_distance
 
 N = 40_000
 # Two-sample KS critical distance at alpha = 1e-6: c(alpha) * sqrt(2 / N).
 KS_BOUND = math.sqrt(-math.log(1e-6 / 2) / 2) * math.sqrt(2 / N)
-
-
-def ks_distance(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |F_a(x) - F_b(x)| over every value x of either sample (valid for discrete ones too)."""
-    a, b = a.double().flatten().sort().values, b.double().flatten().sort().values
-    grid = torch.cat([a, b]).unique()
-    fa = torch.searchsorted(a, grid, right=True).double() / a.numel()
-    fb = torch.searchsorted(b, grid, right=True).double() / b.numel()
-    return (fa - fb).abs().max().item()
 
 
 def full(value, dtype=torch.float32):

@@ -27,17 +27,23 @@ a shift of a tenth of a standard deviation (KS distance 0.04) exceeds.
 
 import math
 import os
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 from asyncutil import gated, on_stream, run_bounded, sid, wait_until_blocked
 from torch.testing._internal.common_methods_invocations import op_db
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
+from two_sample import ks_distance
 
 from torch_vdev import _testing as rt
+
+# The random-operator detector of the OpInfo sweep (tests/ops/opinfo_sweep.py), shared.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
+from opinfo_sweep import SeededOperators, op_name  # noqa: E402
 
 FULL = os.environ.get("VDEV_CONFORMANCE_FULL") == "1"
 N = 20_000
@@ -56,15 +62,6 @@ def chi2_critical(df: int) -> float:
         tail = torch.special.gammaincc(half_df, torch.tensor(mid / 2, dtype=torch.float64)).item()
         lo, hi = (mid, hi) if tail > ALPHA else (lo, mid)
     return hi
-
-
-def ks_distance(a: torch.Tensor, b: torch.Tensor) -> float:
-    """max |F_a(x) - F_b(x)| over every value x of either sample (valid for discrete ones too)."""
-    a, b = a.double().flatten().sort().values, b.double().flatten().sort().values
-    grid = torch.cat([a, b]).unique()
-    fa = torch.searchsorted(a, grid, right=True).double() / a.numel()
-    fb = torch.searchsorted(b, grid, right=True).double() / b.numel()
-    return (fa - fb).abs().max().item()
 
 
 def chi2_two_sample(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
@@ -214,27 +211,8 @@ def test_method_values_independent_of_stream_and_timing(name):
 # --- 1 and 2 on op_db's random operators ------------------------------------------------------
 
 
-def op_name(op) -> str:
-    return op.name + ("." + op.variant_test_name if op.variant_test_name else "")
-
-
-class SeededOperators(TorchDispatchMode):
-    """Records whether an operator that draws random numbers runs (as tests/ops/opinfo_sweep.py)."""
-
-    NOT_RANDOM = {"aten::_fused_sdp_choice"}  # tagged, but only chooses a kernel
-
-    def __init__(self):
-        super().__init__()
-        self.seen = False
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if torch.Tag.nondeterministic_seeded in func.tags:
-            self.seen |= func._schema.name not in self.NOT_RANDOM
-        return func(*args, **(kwargs or {}))
-
-
 OPINFOS = {op_name(op): op for op in op_db}
-# Found by the detector below over every sample (VDEV_CONFORMANCE_FULL=1 checks it is complete).
+# Found by SeededOperators over every sample (VDEV_CONFORMANCE_FULL=1 checks it is complete).
 RANDOM_OPINFOS = [
     "bernoulli",
     "cauchy",
