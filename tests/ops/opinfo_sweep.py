@@ -226,6 +226,8 @@ class Sweep:
                 ref = call(self.op, c)
             except Exception:  # noqa: BLE001 (the reference does not run for this sample)
                 continue
+            if ref is NotImplemented:
+                continue  # a reflected operator declining the operand types (__rsub__)
             ran += 1
             try:
                 fn(d, c, ref)

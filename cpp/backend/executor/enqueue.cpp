@@ -58,7 +58,17 @@ const c10::IValue& resize_written(const LaunchPlan& plan, const std::vector<Meta
   // Reached with elements only in a sync debug mode (resizes_an_out_with_elements).
   if (real.isTensor() && m.kind == MetaReturn::Tensor && m.tensors[0].defined &&
       at::native::resize_output_check(real.toTensor(), m.tensors[0].sizes)) {
-    resize_vdev_tensor(real.toTensor(), m.tensors[0].sizes, std::nullopt);
+    const at::Tensor& out = real.toTensor();
+    if (out.numel() == 0) {
+      // An empty out= tensor takes the layout the kernel gives a resized output, as the meta
+      // kernel computed it: TensorIterator restrides it to its inputs' permutation, so abs of a
+      // transposed tensor (abs's functional form is abs.out into an empty tensor) is transposed
+      // on CPU and CUDA.
+      const c10::DeviceGuard guard(out.device());
+      resize_tensor_impl(out.unsafeGetTensorImpl(), m.tensors[0].sizes, m.tensors[0].strides);
+    } else {
+      resize_vdev_tensor(out, m.tensors[0].sizes, std::nullopt);
+    }
   }
   return real;
 }

@@ -1,5 +1,6 @@
 #include "backend/executor/launch_plan.h"
 
+#include <ATen/TensorIterator.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/record_function.h>
@@ -102,6 +103,49 @@ bool returns_depend_on_cpu_values(const c10::OperatorHandle& op, const torch::ji
   return !from_metadata || *from_metadata != with_cpu_values;
 }
 
+// The strides TensorIterator gives an output it allocates for these inputs (their permutation:
+// abs of a transposed tensor is transposed), for the empty out= tensor of a pointwise operator,
+// which CPU's and CUDA's TensorIterator kernels restride that way; the meta kernels of some
+// (abs.out: a Python decomposition) resize it contiguously. nullopt when the inputs do not make
+// an output of `sizes`.
+std::optional<std::vector<int64_t>> pointwise_output_strides(const c10::FunctionSchema& schema,
+                                                             const torch::jit::Stack& stack,
+                                                             std::size_t first,
+                                                             at::IntArrayRef sizes) {
+  at::TensorIteratorConfig config;
+  const at::TensorBase undefined;  // the output TensorIterator allocates
+  config.set_check_mem_overlap(false)
+      .check_all_same_dtype(false)
+      .enforce_safe_casting_to_output(false)
+      .add_output(undefined);
+  bool any = false;
+  const auto& args = schema.arguments();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (is_written(args[i])) continue;
+    for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
+      if (!t.defined() || t.dim() == 0) return;  // 0-dim: broadcast, no say in the layout
+      config.add_owned_const_input(meta_like(t));
+      any = true;
+    });
+  }
+  if (!any) return std::nullopt;
+  try {
+    const at::TensorIterator iter = config.build();
+    if (iter.output(0).sizes() != sizes) return std::nullopt;
+    return iter.output(0).strides().vec();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// Pointwise by TensorIterator on CPU and CUDA: the operators tagged pointwise, and a few that
+// are not tagged (found by tests/ops/opinfo_sweep.py with PyTorch's reference inputs).
+bool computed_by_tensor_iterator(const c10::OperatorHandle& op) {
+  if (op.hasTag(at::Tag::pointwise)) return true;
+  const std::string& name = op.schema().name();
+  return name == "aten::complex" || name == "aten::polar" || name == "aten::floor_divide";
+}
+
 }  // namespace
 
 std::optional<std::vector<MetaReturn>> meta_returns(const c10::OperatorHandle& op,
@@ -154,6 +198,17 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   }
   plan->all_fresh = n_aliased == 0;
   plan->generator_arg = generator_argument(schema);
+  // A pointwise operator's fresh outputs take TensorIterator's layout, which CPU's and CUDA's
+  // kernels give them, where PyTorch's Python meta functions (copysign, xlogy) say contiguous for
+  // inputs of different layouts.
+  if (plan->all_fresh && computed_by_tensor_iterator(op)) {
+    for (MetaReturn& m : plan->returns) {
+      if (m.kind != MetaReturn::Tensor || !m.tensors[0].defined) continue;
+      if (auto strides = pointwise_output_strides(schema, stack, first, m.tensors[0].sizes)) {
+        m.tensors[0].strides = std::move(*strides);
+      }
+    }
+  }
   if (plan->all_fresh && !rets.empty()) {
     bool single_tensors = true;
     for (const MetaReturn& m : plan->returns) {
@@ -187,6 +242,20 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
       }
     }
     if (!plan->out_args.empty() && is_refused_out_overload(op)) plan->out_refused.store(true);
+    // An empty out= tensor of a pointwise operator gets TensorIterator's layout when resized.
+    if (computed_by_tensor_iterator(op)) {
+      for (std::size_t i = 0; i < plan->returns.size(); ++i) {
+        const c10::IValue& out = stack[first + static_cast<std::size_t>(plan->aliased[i])];
+        MetaReturn& m = plan->returns[i];
+        if (!out.isTensor() || out.toTensor().numel() != 0 || m.kind != MetaReturn::Tensor ||
+            !m.tensors[0].defined) {
+          continue;
+        }
+        if (auto strides = pointwise_output_strides(schema, stack, first, m.tensors[0].sizes)) {
+          m.tensors[0].strides = std::move(*strides);
+        }
+      }
+    }
   }
   int64_t output_elements = 0;
   for (const MetaReturn& r : plan->returns) {
