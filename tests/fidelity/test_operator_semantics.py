@@ -248,3 +248,26 @@ def test_a_missing_tangent_is_a_zero_tensor_so_a_nan_primal_does_not_spread():
             r = total / torch.ones(3, device=d).sum()
             tangents[d] = fwAD.unpack_dual(r).tangent.cpu()
     assert torch.equal(tangents["vdev"], tangents["cpu"]) and tangents["cpu"].item() == 2.0
+
+
+POINTWISE_LAYOUTS = {
+    "abs of a transposed tensor": lambda a, b: torch.abs(a.mT),
+    "abs into an empty out= tensor": lambda a, b: torch.abs(
+        a.mT, out=torch.empty(0, device=a.device)
+    ),
+    "copysign of two layouts": lambda a, b: torch.copysign(a.permute(2, 0, 1), b),
+    "logical_and of two layouts": lambda a, b: torch.logical_and(a.permute(2, 0, 1), b),
+    "complex": lambda a, b: torch.complex(a.permute(2, 0, 1), b),
+    "floor_divide": lambda a, b: torch.floor_divide(a.permute(2, 0, 1), b),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POINTWISE_LAYOUTS))
+def test_pointwise_outputs_keep_the_inputs_layout_as_tensor_iterator_does(name):
+    # CPU's and CUDA's TensorIterator give an output it allocates its inputs' permutation; some of
+    # PyTorch's Python meta functions say contiguous.
+    a, b = torch.randn(5, 6, 2), torch.randn(2, 5, 6)
+    ref = POINTWISE_LAYOUTS[name](a, b)
+    got = POINTWISE_LAYOUTS[name](a.to("vdev"), b.to("vdev"))
+    assert got.stride() == ref.stride()
+    torch.testing.assert_close(got.cpu(), ref, equal_nan=True)

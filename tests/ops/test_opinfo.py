@@ -8,9 +8,11 @@ minutes on two cores). The full sweep, VDEV_OPINFO_FULL=1, runs every sample, th
 inputs, and noncontiguous inputs. Each failure is listed, with its reason, in
 opinfo_expected_failures.txt; a test fails for a failure that is not listed and for a listed one
 that now passes (remove it from the list). A crash of the sweep fails the test (it runs in its
-own process).
+own process). VDEV_OPINFO_ROWS=DIR writes each sweep's rows to DIR/DTYPE.jsonl, for the figures in
+the README (counted by tests/ops/opinfo_figures.py).
 """
 
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -28,6 +30,12 @@ DTYPES = [
     "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
 ]  # fmt: skip
 CHECKS = ["forward", "strides", "variants", "backward", "fwad", "out"]
+
+
+def dump(rows: list[dict], name: str) -> None:
+    if out := os.environ.get("VDEV_OPINFO_ROWS"):
+        Path(out).mkdir(parents=True, exist_ok=True)
+        (Path(out) / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
 def assert_as_listed(rows: list[dict], dtype: str) -> Counter:
@@ -56,6 +64,7 @@ def test_operators_match_cpu(dtype):
     if FULL:
         rows += run_sweep(HERE / "opinfo_sweep.py", *args, "--reference", min_rows=1)
         rows += run_sweep(HERE / "opinfo_sweep.py", *args[:2], "noncontiguous", min_rows=1)
+    dump(rows, dtype)
     count = assert_as_listed(rows, dtype)
     for check in CHECKS:
         passed, failed = count[(check, "pass")], count[(check, "fail")]
@@ -76,6 +85,7 @@ def test_every_dtype_cuda_declares_is_swept():
 
 def test_error_inputs_raise_at_the_call():
     rows = run_sweep(HERE / "opinfo_sweep.py", "errors", min_rows=150)
+    dump(rows, "errors")
     count = assert_as_listed(rows, "*")
     inputs = sum(int(r["msg"].split()[0]) for r in rows if r["status"] == "pass")
     assert inputs >= 600, f"only {inputs} error inputs checked"
