@@ -18,33 +18,31 @@ def run_sweep(script: Path, *args: str, min_rows: int) -> list[dict]:
     return rows
 
 
-def expected_failures(path: Path, dtype: str) -> dict[str, str]:
-    """Lines `DTYPE NAME  # reason`, where DTYPE may be `*` (every dtype): {NAME: reason}."""
-    out = {}
+def listed(path: Path, dtype: str):
+    """The entries of an expected-failure list that apply to `dtype`: (fields, reason) for each
+    line `DTYPE FIELD...  # reason`, where DTYPE may be `*` (every dtype)."""
     for line in path.read_text().splitlines():
         body, _, reason = line.partition("#")
         if not body.strip():
             continue
-        dt, name = body.split()
+        dt, *fields = body.split()
         assert reason.strip(), f"expected failure without a reason: {line!r}"
         if dt in ("*", dtype):
-            out[name] = reason.strip()
-    return out
+            yield fields, reason.strip()
+
+
+def expected_failures(path: Path, dtype: str) -> dict[str, str]:
+    """Lines `DTYPE NAME  # reason`: {NAME: reason}."""
+    return {name: reason for (name,), reason in listed(path, dtype)}
 
 
 def expected_failures_by_check(path: Path, dtype: str) -> dict[tuple[str, str], str]:
-    """Lines `DTYPE CHECK NAME  # reason`, where DTYPE and CHECK may be `*` (every dtype, every
-    check of tests/ops/opinfo_sweep.py): {(CHECK, NAME): reason} for `dtype`, `*` expanded."""
+    """Lines `DTYPE CHECK NAME  # reason`, where CHECK may be `*` (every check of
+    tests/ops/opinfo_sweep.py): {(CHECK, NAME): reason} for `dtype`, `*` expanded."""
     checks = ("forward", "strides", "backward", "fwad", "out", "variants", "errors")
     out = {}
-    for line in path.read_text().splitlines():
-        body, _, reason = line.partition("#")
-        if not body.strip():
-            continue
-        dt, check, name = body.split()
-        assert reason.strip(), f"expected failure without a reason: {line!r}"
-        assert check == "*" or check in checks, f"unknown check {check!r}: {line!r}"
-        if dt in ("*", dtype):
-            for c in checks if check == "*" else (check,):
-                out[(c, name)] = reason.strip()
+    for (check, name), reason in listed(path, dtype):
+        assert check == "*" or check in checks, f"unknown check {check!r} for {name}"
+        for c in checks if check == "*" else (check,):
+            out[(c, name)] = reason
     return out

@@ -76,12 +76,10 @@ def test_operators_match_cpu(dtype):
 
 def test_every_dtype_cuda_declares_is_swept():
     """DTYPES covers every dtype some OpInfo declares for CUDA."""
-    import torch
     from torch.testing._internal.common_methods_invocations import op_db
 
     declared = {str(d).removeprefix("torch.") for op in op_db for d in op.supported_dtypes("cuda")}
     assert declared <= set(DTYPES), sorted(declared - set(DTYPES))
-    assert torch.float32 in op_db[0].supported_dtypes("cuda")
 
 
 def test_error_inputs_raise_at_the_call():

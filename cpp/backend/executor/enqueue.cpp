@@ -154,8 +154,9 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
     // CPU's kernel resizes written arguments itself there.
     return EnqueueOutcome::to_settle(std::move(plan));
   }
-  if (C10_UNLIKELY(plan->warns_on_host ||
-                   resizes_an_out_with_elements(*plan, returns, *stack, first)) &&
+  if (C10_UNLIKELY(
+          plan->warns_on_host ||
+          (!plan->all_fresh && resizes_an_out_with_elements(*plan, returns, *stack, first))) &&
       may_settle_on_the_host()) {
     return EnqueueOutcome::to_settle(std::move(plan));
   }

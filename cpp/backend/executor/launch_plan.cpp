@@ -198,12 +198,18 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   }
   plan->all_fresh = n_aliased == 0;
   plan->generator_arg = generator_argument(schema);
-  // A pointwise operator's fresh outputs take TensorIterator's layout, which CPU's and CUDA's
-  // kernels give them, where PyTorch's Python meta functions (copysign, xlogy) say contiguous for
-  // inputs of different layouts.
-  if (plan->all_fresh && computed_by_tensor_iterator(op)) {
-    for (MetaReturn& m : plan->returns) {
+  // A pointwise operator's outputs take TensorIterator's layout, which CPU's and CUDA's kernels
+  // give them: fresh ones, and an empty out= tensor when resized. PyTorch's Python meta functions
+  // say contiguous for some (copysign, xlogy: inputs of different layouts; abs.out: a transposed
+  // input).
+  if (computed_by_tensor_iterator(op)) {
+    for (std::size_t i = 0; i < plan->returns.size(); ++i) {
+      MetaReturn& m = plan->returns[i];
       if (m.kind != MetaReturn::Tensor || !m.tensors[0].defined) continue;
+      if (plan->aliased[i] >= 0) {
+        const c10::IValue& out = stack[first + static_cast<std::size_t>(plan->aliased[i])];
+        if (!out.isTensor() || out.toTensor().numel() != 0) continue;  // not resized
+      }
       if (auto strides = pointwise_output_strides(schema, stack, first, m.tensors[0].sizes)) {
         m.tensors[0].strides = std::move(*strides);
       }
@@ -242,20 +248,6 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
       }
     }
     if (!plan->out_args.empty() && is_refused_out_overload(op)) plan->out_refused.store(true);
-    // An empty out= tensor of a pointwise operator gets TensorIterator's layout when resized.
-    if (computed_by_tensor_iterator(op)) {
-      for (std::size_t i = 0; i < plan->returns.size(); ++i) {
-        const c10::IValue& out = stack[first + static_cast<std::size_t>(plan->aliased[i])];
-        MetaReturn& m = plan->returns[i];
-        if (!out.isTensor() || out.toTensor().numel() != 0 || m.kind != MetaReturn::Tensor ||
-            !m.tensors[0].defined) {
-          continue;
-        }
-        if (auto strides = pointwise_output_strides(schema, stack, first, m.tensors[0].sizes)) {
-          m.tensors[0].strides = std::move(*strides);
-        }
-      }
-    }
   }
   int64_t output_elements = 0;
   for (const MetaReturn& r : plan->returns) {
