@@ -1,0 +1,90 @@
+#include "backend/layouts/layout_host_run.h"
+
+#include <ATen/core/LegacyTypeDispatch.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <vector>
+
+#include "backend/common/schema_arguments.h"
+#include "backend/common/stream_lookup.h"
+#include "backend/common/sync_debug.h"
+#include "backend/common/task.h"
+#include "backend/common/tensor_args.h"
+#include "backend/layouts/layout_views.h"
+#include "backend/sanitizer/settings.h"
+#include "backend/sanitizer/stream_sanitizer.h"
+
+namespace vdev::backend {
+namespace {
+
+// What the call reads and writes, by its schema, in terms of the dense members of its tensors.
+void sanitize_call(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                   std::size_t first) {
+  std::vector<TensorUse> uses;
+  for (std::size_t i = first; i < stack.size(); ++i) {
+    const Access access = is_written(schema.arguments()[i - first]) ? Access::kReadWrite
+                                                                     : Access::kRead;
+    for_each_tensor(stack[i], [&](const at::Tensor& t) {
+      if (!is_vdev_tensor(t)) return;
+      for (at::Tensor& m : dense_members(t)) uses.push_back({std::move(m), access});
+    });
+  }
+  sanitize_host_access(intern_task_name(schema.name()), uses);
+}
+
+}  // namespace
+
+void run_layout_op_on_host(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                           c10::Device device) {
+  sync_current_stream(device);        // reported by its caller
+  const QuietSynchronizations quiet;  // its copies back are part of this one operation
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
+  const c10::FunctionSchema& schema = op.schema();
+  const std::size_t nargs = schema.arguments().size();
+  const std::size_t first = stack->size() - nargs;
+  if (C10_UNLIKELY(sanitizing_accesses())) sanitize_call(schema, *stack, first);
+
+  LayoutViews views;
+  struct Written {
+    at::Tensor device, cpu;
+  };
+  std::vector<Written> written;
+  torch::jit::Stack cpu_stack;
+  cpu_stack.reserve(nargs);
+  for (std::size_t i = first; i < stack->size(); ++i) {
+    const c10::IValue& v = (*stack)[i];
+    if (is_written(schema.arguments()[i - first]) && v.isTensor() && is_vdev_tensor(v.toTensor())) {
+      written.push_back({v.toTensor(), views.of(v.toTensor())});
+      cpu_stack.emplace_back(written.back().cpu);
+      continue;
+    }
+    cpu_stack.push_back(map_tensors(v, [&](const at::Tensor& t) { return views.of(t); }));
+  }
+  auto carry_back = [&] {
+    for (const Written& w : written) views.carry_back(w.device, w.cpu);
+  };
+  // CPU's kernel, with CPU's checks; below autocast (CPU autocast on the host must not recast).
+  try {
+    const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+    op.callBoxed(&cpu_stack);
+  } catch (...) {
+    carry_back();
+    throw;
+  }
+  carry_back();
+
+  std::vector<c10::IValue> results;
+  results.reserve(schema.returns().size());
+  for (std::size_t r = 0; r < schema.returns().size(); ++r) {
+    if (auto arg = written_argument(schema, schema.returns()[r])) {
+      results.push_back((*stack)[first + *arg]);  // the written vdev argument itself
+      continue;
+    }
+    results.push_back(
+        map_tensors(cpu_stack[r], [&](const at::Tensor& t) { return views.to_device(t, device); }));
+  }
+  torch::jit::drop(*stack, nargs);
+  for (auto& v : results) stack->push_back(std::move(v));
+}
+
+}  // namespace vdev::backend
