@@ -22,8 +22,8 @@ void sanitize_call(const c10::FunctionSchema& schema, const torch::jit::Stack& s
                    std::size_t first) {
   std::vector<TensorUse> uses;
   for (std::size_t i = first; i < stack.size(); ++i) {
-    const Access access = is_written(schema.arguments()[i - first]) ? Access::kReadWrite
-                                                                     : Access::kRead;
+    const Access access =
+        is_written(schema.arguments()[i - first]) ? Access::kReadWrite : Access::kRead;
     for_each_tensor(stack[i], [&](const at::Tensor& t) {
       if (!is_vdev_tensor(t)) return;
       for (at::Tensor& m : dense_members(t)) uses.push_back({std::move(m), access});

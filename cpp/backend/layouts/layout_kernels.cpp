@@ -136,7 +136,8 @@ template <c10::DispatchKey CpuKey>
 void cuda_only_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.schema().name(), "' (",
                               operator_name(op), ") with ", layout_name(CpuKey), " tensors on ",
-                              kVdev, ": only CUDA has a kernel for it, and vdev runs CPU's kernels");
+                              kVdev,
+                              ": only CUDA has a kernel for it, and vdev runs CPU's kernels");
 }
 
 // Operators no kernel and no composite covers for the layout.

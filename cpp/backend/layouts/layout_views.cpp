@@ -2,8 +2,8 @@
 
 #include <ATen/SparseCsrTensorUtils.h>
 #include <ATen/SparseTensorImpl.h>
-#include <ATen/native/SparseTensorUtils.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/SparseTensorUtils.h>
 #include <ATen/ops/_sparse_compressed_tensor_unsafe.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors.h>
 #include <ATen/ops/empty_strided.h>
@@ -111,8 +111,8 @@ at::Tensor LayoutViews::of(const at::Tensor& t) {
     const at::QuantizerPtr q = quantizer_with(at::get_qtensorimpl(t)->quantizer(),
                                               [&](const at::Tensor& m) { return dense(m); });
     auto impl = c10::make_intrusive<at::QTensorImpl>(
-        cpu_storage_of(t.storage()), c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU),
-        t.dtype(), q);
+        cpu_storage_of(t.storage()), c10::DispatchKeySet(c10::DispatchKey::QuantizedCPU), t.dtype(),
+        q);
     impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
     it->second = at::Tensor(std::move(impl));
   }
@@ -167,15 +167,18 @@ at::Tensor LayoutViews::to_device(const at::Tensor& cpu, c10::Device device) {
     const auto* impl = at::sparse_csr::get_sparse_csr_impl(cpu);
     return at::_sparse_compressed_tensor_unsafe(
         member_back(impl->compressed_indices(), device), member_back(impl->plain_indices(), device),
-        member_back(impl->values(), device), cpu.sizes(), cpu.scalar_type(), cpu.layout(), device, std::nullopt);
+        member_back(impl->values(), device), cpu.sizes(), cpu.scalar_type(), cpu.layout(), device,
+        std::nullopt);
   }
   if (cpu.is_quantized()) {
     const at::MemoryFormat format = cpu.suggest_memory_format();
     const at::Tensor c = cpu.contiguous(format);
-    const at::QuantizerPtr q = quantizer_with(
-        at::get_qtensorimpl(c)->quantizer(), [&](const at::Tensor& m) { return member_back(m, device); });
+    const at::QuantizerPtr q =
+        quantizer_with(at::get_qtensorimpl(c)->quantizer(),
+                       [&](const at::Tensor& m) { return member_back(m, device); });
     at::Tensor d = at::new_qtensor(c.sizes(), c.options().device(device).memory_format(format), q);
-    if (c.nbytes() > 0) std::memcpy(vdev::rt::kernel_address(d.data_ptr()), c.data_ptr(), c.nbytes());
+    if (c.nbytes() > 0)
+      std::memcpy(vdev::rt::kernel_address(d.data_ptr()), c.data_ptr(), c.nbytes());
     return d;
   }
   return member_back(cpu, device);
