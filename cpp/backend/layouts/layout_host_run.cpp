@@ -21,9 +21,13 @@ namespace {
 void sanitize_call(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
                    std::size_t first) {
   std::vector<TensorUse> uses;
+  // In-place operators that replace every byte of self without reading it.
+  const bool overwrites = schema.name() == "aten::copy_" || schema.name() == "aten::fill_" ||
+                          schema.name() == "aten::zero_";
   for (std::size_t i = first; i < stack.size(); ++i) {
-    const Access access =
-        is_written(schema.arguments()[i - first]) ? Access::kReadWrite : Access::kRead;
+    const c10::Argument& a = schema.arguments()[i - first];
+    Access access = Access::kRead;
+    if (is_written(a)) access = a.is_out() || overwrites ? Access::kWrite : Access::kReadWrite;
     for_each_tensor(stack[i], [&](const at::Tensor& t) {
       if (!is_vdev_tensor(t)) return;
       for (at::Tensor& m : dense_members(t)) uses.push_back({std::move(m), access});
@@ -49,10 +53,15 @@ void run_layout_op_on_host(const c10::OperatorHandle& op, torch::jit::Stack* sta
     at::Tensor device, cpu;
   };
   std::vector<Written> written;
+  std::vector<at::Tensor> written_on_cpu;  // CPU quantized tensors the kernel may give a quantizer
   torch::jit::Stack cpu_stack;
   cpu_stack.reserve(nargs);
   for (std::size_t i = first; i < stack->size(); ++i) {
     const c10::IValue& v = (*stack)[i];
+    if (is_written(schema.arguments()[i - first]) && v.isTensor() && v.toTensor().defined() &&
+        v.toTensor().is_quantized() && !is_vdev_tensor(v.toTensor())) {
+      written_on_cpu.push_back(v.toTensor());
+    }
     if (is_written(schema.arguments()[i - first]) && v.isTensor() && is_vdev_tensor(v.toTensor())) {
       written.push_back({v.toTensor(), views.of(v.toTensor())});
       cpu_stack.emplace_back(written.back().cpu);
@@ -62,6 +71,8 @@ void run_layout_op_on_host(const c10::OperatorHandle& op, torch::jit::Stack* sta
   }
   auto carry_back = [&] {
     for (const Written& w : written) views.carry_back(w.device, w.cpu);
+    // A CPU destination that took a vdev source's quantizer (copy_) owns its parameters.
+    for (const at::Tensor& t : written_on_cpu) views.own_quantizer(t);
   };
   // CPU's kernel, with CPU's checks; below autocast (CPU autocast on the host must not recast).
   try {

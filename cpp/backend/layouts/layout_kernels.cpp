@@ -14,8 +14,9 @@
 //    after waiting for the stream, which is reported in the sync debug mode
 //    (layouts/layout_host_run.h): the output of coalesce, sparse + sparse and the like has a size
 //    that depends on values, and CUDA synchronizes for those too;
-//  * cpu_only: CUDA has none, so vdev raises NotImplementedError at the call, naming the operator;
-//  * cuda_only: CPU has no kernel vdev could run: NotImplementedError too.
+//  * cpu_only: CUDA has none: what CUDA runs instead (a composite) runs, else vdev raises
+//    NotImplementedError at the call, naming the operator and saying why (missing_kernel);
+//  * cuda_only: CPU has no kernel vdev could run: the same.
 // Quantized operators are the exception to "shared": their shared native functions end in
 // DispatchStubs for the tensor's device type (quantize, dequantize, copy), which only CPU's and
 // CUDA's builds fill; all but the metadata-only ones run CPU's kernel on CPU views.
@@ -49,6 +50,11 @@ constexpr LayoutKernel kLayoutKernels[] = {
 #include "layout_kernels.inc"
 };
 
+// Shared sparse native functions that end in a DispatchStub for the tensor's device type, which
+// only CPU's and CUDA's builds fill (SparseTensor.cpp: sparse_mask_intersection_out_stub,
+// sparse_mask_projection_out_stub): they run CPU's function on CPU views instead.
+constexpr const char* kSharedSparseWithStubs[] = {"sparse_mask", "_sparse_mask_projection"};
+
 // Quantized operators whose shared native function only reads or makes metadata (and allocates):
 // safe to run as CUDA does. Every other quantized operator computes through DispatchStubs.
 constexpr const char* kQuantizedMetadataOperators[] = {
@@ -75,6 +81,17 @@ constexpr const char* kQuantizedMetadataOperators[] = {
     "view",
 };
 
+c10::DispatchKey cpu_key_of(Layout layout) {
+  switch (layout) {
+    case Layout::kSparse:
+      return c10::DispatchKey::SparseCPU;
+    case Layout::kSparseCompressed:
+      return c10::DispatchKey::SparseCsrCPU;
+    default:
+      return c10::DispatchKey::QuantizedCPU;
+  }
+}
+
 const char* layout_name(c10::DispatchKey cpu_key) {
   switch (cpu_key) {
     case c10::DispatchKey::SparseCPU:
@@ -91,17 +108,42 @@ std::string operator_name(const c10::OperatorHandle& op) {
   return n.overload_name.empty() ? n.name : n.name + "." + n.overload_name;
 }
 
-// CUDA's device rule for the call (checks/device_rules.h); the device it runs on.
+// CUDA's device rule for the call (checks/device_rules.h); the device it runs on. Copies take
+// their source from any device: they run on the vdev one, the destination's if both are.
 std::optional<c10::Device> checked_device(const c10::OperatorHandle& op,
                                           const torch::jit::Stack& stack) {
+  const std::string& name = op.schema().name();
+  if (name == "aten::copy_" || name == "aten::copy_sparse_to_sparse_") {
+    const at::Tensor& self = stack[stack.size() - 3].toTensor();
+    const at::Tensor& src = stack[stack.size() - 2].toTensor();
+    return self.device().type() == kVdev ? self.device() : src.device();
+  }
+  // A factory's device= names where its result lives; torchgen's device check covers only the
+  // tensor arguments (empty_quantized(sizes, qtensor on vdev:0, device=vdev:1) is valid on CUDA).
+  const std::size_t first = stack.size() - op.schema().arguments().size();
+  for (std::size_t i = 0; i < op.schema().arguments().size(); ++i) {
+    const c10::IValue& v = stack[first + i];
+    if (v.isDevice() && v.toDevice().type() == kVdev) return v.toDevice();
+  }
   return check_operator_devices(op, stack);
 }
 
 // The shared native function: CPU's entry with the vdev tensors, under a guard for their device.
+// A shared function that reaches a DispatchStub vdev does not fill (one not yet known to
+// kSharedSparseWithStubs) would end in ATen's internal assert: it becomes NotImplementedError
+// naming the operator.
 template <c10::DispatchKey CpuKey>
 void shared_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::OptionalDeviceGuard guard(checked_device(op, *stack));
-  op.redispatchBoxed(c10::DispatchKeySet(CpuKey), stack);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(CpuKey), stack);
+  } catch (const c10::Error& e) {
+    if (std::string(e.what()).find("DispatchStub: missing kernel") == std::string::npos) throw;
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.schema().name(), "' (",
+                                operator_name(op), ") on ", kVdev,
+                                ": its native function calls a DispatchStub that has no vdev "
+                                "kernel (a gap in torch_vdev's layouts/layout_kernels.cpp)");
+  }
 }
 
 // CPU's kernel on CPU views: queued when its results allow, else on the host.
@@ -114,42 +156,23 @@ void own_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   run_layout_op_on_host(op, stack, *device);
 }
 
-// copy_ between any two devices (no device rule): it runs on the vdev one, the destination's if
-// both are.
-void quantized_copy_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  const at::Tensor& self = (*stack)[stack->size() - 3].toTensor();
-  const at::Tensor& src = (*stack)[stack->size() - 2].toTensor();
-  const c10::Device device = self.device().type() == kVdev ? self.device() : src.device();
-  const c10::DeviceGuard guard(device);
-  note_synchronizing_operation(op.schema().name().c_str(), device.index());
-  run_layout_op_on_host(op, stack, device);
-}
-
-template <c10::DispatchKey CpuKey>
-void cpu_only_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.schema().name(), "' (",
-                              operator_name(op), ") with ", layout_name(CpuKey), " tensors on ",
-                              kVdev, ": CUDA has no kernel for it either (only CPU has one)");
-}
-
-template <c10::DispatchKey CpuKey>
-void cuda_only_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.schema().name(), "' (",
-                              operator_name(op), ") with ", layout_name(CpuKey), " tensors on ",
-                              kVdev,
-                              ": only CUDA has a kernel for it, and vdev runs CPU's kernels");
-}
-
-// Operators no kernel and no composite covers for the layout.
+// Operators no kernel and no composite covers for the layout on vdev; the message says why.
 template <c10::DispatchKey CpuKey>
 void missing_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.schema().name(), "' (",
-                              operator_name(op), ") with ", layout_name(CpuKey), " tensors on ",
-                              kVdev, ": neither CPU nor CUDA has a kernel for this layout");
+  const std::string name = operator_name(op);
+  const char* why = "neither CPU nor CUDA has a kernel for this layout";
+  for (const LayoutKernel& k : kLayoutKernels) {
+    if (name != k.name || layout_name(CpuKey) != layout_name(cpu_key_of(k.layout))) continue;
+    if (k.how == How::kCpuOnly) why = "CUDA has no kernel for it either (only CPU has one)";
+    if (k.how == How::kCudaOnly) why = "only CUDA has a kernel for it, and vdev runs CPU's kernels";
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.schema().name(), "' (", name, ") with ",
+                              layout_name(CpuKey), " tensors on ", kVdev, ": ", why);
 }
 
-bool quantized_metadata(const char* name) {
-  for (const char* m : kQuantizedMetadataOperators) {
+template <std::size_t N>
+bool listed(const char* const (&names)[N], const char* name) {
+  for (const char* m : names) {
     if (std::strcmp(m, name) == 0) return true;
   }
   return false;
@@ -160,7 +183,9 @@ void register_layout(torch::Library& m, Layout layout) {
   for (const LayoutKernel& k : kLayoutKernels) {
     if (k.layout != layout) continue;
     How how = k.how;
-    if (layout == Layout::kQuantized && how == How::kShared && !quantized_metadata(k.name)) {
+    if (how == How::kShared &&
+        (layout == Layout::kQuantized ? !listed(kQuantizedMetadataOperators, k.name)
+                                      : listed(kSharedSparseWithStubs, k.name))) {
       how = How::kOwn;
     }
     switch (how) {
@@ -170,11 +195,8 @@ void register_layout(torch::Library& m, Layout layout) {
       case How::kOwn:
         m.impl(k.name, torch::CppFunction::makeFromBoxedFunction<&own_kernel>());
         break;
-      case How::kCpuOnly:
-        m.impl(k.name, torch::CppFunction::makeFromBoxedFunction<&cpu_only_kernel<CpuKey>>());
-        break;
-      case How::kCudaOnly:
-        m.impl(k.name, torch::CppFunction::makeFromBoxedFunction<&cuda_only_kernel<CpuKey>>());
+      case How::kCpuOnly:   // CUDA's composite (if any) runs, else missing_kernel says why
+      case How::kCudaOnly:  // CPU has nothing to run: the same
         break;
     }
   }
@@ -192,7 +214,17 @@ TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   register_layout<c10::DispatchKey::QuantizedCPU>(m, Layout::kQuantized);
   // copy_ has no quantized entry (CompositeExplicitAutograd's copy_ ends in copy_stub for the
   // device type): CPU's copy_ on the views quantizes, requantizes or copies as on CUDA.
-  m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&quantized_copy_kernel>());
+  m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&own_kernel>());
+}
+
+// Dense to sparse conversions: CPU and CUDA share these native functions (dense_to_sparse, ...),
+// built on nonzero and indexing, which synchronizes where CUDA's does.
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"_to_sparse", "_to_sparse.sparse_dim", "_to_sparse_csr",
+                           "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"}) {
+    m.impl(name,
+           torch::CppFunction::makeFromBoxedFunction<&shared_kernel<c10::DispatchKey::CPU>>());
+  }
 }
 
 // The operators that make quantized tensors from dense ones: CPU, CUDA share them, and they end

@@ -10,7 +10,6 @@
 #include <ATen/quantized/QTensorImpl.h>
 #include <ATen/quantized/Quantizer.h>
 
-#include <cstring>
 #include <utility>
 
 #include "backend/common/tensor_args.h"
@@ -115,6 +114,7 @@ at::Tensor LayoutViews::of(const at::Tensor& t) {
         q);
     impl->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
     it->second = at::Tensor(std::move(impl));
+    view_quantizers_.emplace(it->second.unsafeGetTensorImpl(), q);
   }
   return it->second;
 }
@@ -146,13 +146,26 @@ void LayoutViews::carry_back(const at::Tensor& device, const at::Tensor& cpu) {
   } else if (device.is_quantized()) {
     // Bytes were written through the view; a kernel may have given it new quantization.
     const at::QuantizerPtr q = at::get_qtensorimpl(cpu)->quantizer();
-    if (!q->equalTo(at::get_qtensorimpl(device)->quantizer())) {
+    auto made = view_quantizers_.find(cpu.unsafeGetTensorImpl());
+    if (made == view_quantizers_.end() || made->second.get() != q.get()) {
       at::set_quantizer_(device,
                          quantizer_with(q, [&](const at::Tensor& m) { return member_back(m, d); }));
     }
   } else {
     aliases_.carry_back(device, cpu, resize_storage_bytes);
   }
+}
+
+void LayoutViews::own_quantizer(const at::Tensor& cpu) {
+  const at::QuantizerPtr q = at::get_qtensorimpl(cpu)->quantizer();
+  if (q->qscheme() == at::kPerTensorAffine) return;
+  bool viewed = false;
+  const at::QuantizerPtr owned = quantizer_with(q, [&](const at::Tensor& m) {
+    if (members_.count(m.unsafeGetTensorImpl()) == 0 && m.device().is_cpu()) return m;
+    viewed = true;
+    return m.to(c10::kCPU, /*non_blocking=*/false, /*copy=*/true);
+  });
+  if (viewed) at::set_quantizer_(cpu, owned);
 }
 
 at::Tensor LayoutViews::to_device(const at::Tensor& cpu, c10::Device device) {
@@ -177,8 +190,9 @@ at::Tensor LayoutViews::to_device(const at::Tensor& cpu, c10::Device device) {
         quantizer_with(at::get_qtensorimpl(c)->quantizer(),
                        [&](const at::Tensor& m) { return member_back(m, device); });
     at::Tensor d = at::new_qtensor(c.sizes(), c.options().device(device).memory_format(format), q);
-    if (c.nbytes() > 0)
-      std::memcpy(vdev::rt::kernel_address(d.data_ptr()), c.data_ptr(), c.nbytes());
+    // A copy on the stream, not a memcpy: ordered after what the allocator queued on the block
+    // (the sanitizer's poison) and seen by the sanitizer as the bytes' first write.
+    dense_members(d)[0].copy_(dense_members(c)[0]);
     return d;
   }
   return member_back(cpu, device);

@@ -16,6 +16,7 @@
 // or is ordered after, the work that writes it).
 #pragma once
 
+#include <ATen/core/QuantizerBase.h>
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
@@ -44,6 +45,10 @@ class LayoutViews {
   // the kernel replaced.
   void carry_back(const at::Tensor& device, const at::Tensor& cpu);
 
+  // Gives a CPU quantized tensor whose per-channel parameters are views made by this object
+  // (copy_ gave it a vdev source's quantizer) CPU copies of them: the views die with the call.
+  void own_quantizer(const at::Tensor& cpu);
+
   // A vdev copy of `cpu` on `device`, keeping the members that are views made by this object
   // (a sparse result that shares its input's indices keeps the device's indices).
   at::Tensor to_device(const at::Tensor& cpu, c10::Device device);
@@ -54,6 +59,8 @@ class LayoutViews {
   SharedCpuAliases aliases_;
   std::unordered_map<c10::TensorImpl*, at::Tensor> views_;    // device tensor -> its view
   std::unordered_map<c10::TensorImpl*, at::Tensor> members_;  // member alias -> device member
+  // The quantizer each quantized view was made with (a kernel that replaces it, copy_, is seen).
+  std::unordered_map<c10::TensorImpl*, c10::intrusive_ptr<at::Quantizer>> view_quantizers_;
 };
 
 }  // namespace vdev::backend

@@ -1,0 +1,176 @@
+"""Quantized tensors on vdev, checked against CPU: quantization, dequantization, integer
+representation and parameters, copies between devices, views, and the quantized operators CUDA
+registers. Operators CUDA lacks raise NotImplementedError at the call, naming the operator."""
+
+import pytest
+import torch
+
+DEV = "vdev"
+
+QDTYPES = [torch.qint8, torch.quint8, torch.qint32]
+
+
+def values(seed=0, *shape):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*(shape or (4, 6)), generator=g) * 3
+
+
+def same_quantized(q, want):
+    """Same dtype, scheme, parameters, sizes and integer representation; q lives on vdev."""
+    assert q.device.type == DEV and q.is_quantized
+    assert q.dtype == want.dtype and q.qscheme() == want.qscheme() and q.shape == want.shape
+    if want.qscheme() == torch.per_tensor_affine:
+        assert (q.q_scale(), q.q_zero_point()) == (want.q_scale(), want.q_zero_point())
+    else:
+        assert q.q_per_channel_axis() == want.q_per_channel_axis()
+        assert q.q_per_channel_scales().device.type == DEV
+        assert torch.equal(q.q_per_channel_scales().cpu(), want.q_per_channel_scales())
+        assert torch.equal(q.q_per_channel_zero_points().cpu(), want.q_per_channel_zero_points())
+    assert torch.equal(q.int_repr().cpu(), want.int_repr())
+
+
+@pytest.mark.parametrize("dtype", QDTYPES)
+def test_quantize_per_tensor_matches_cpu(dtype):
+    x = values(1)
+    want = torch.quantize_per_tensor(x, 0.07, 3 if dtype != torch.qint32 else 0, dtype)
+    q = torch.quantize_per_tensor(x.to(DEV), 0.07, 3 if dtype != torch.qint32 else 0, dtype)
+    same_quantized(q, want)
+    assert q.int_repr().device.type == DEV
+    assert torch.equal(q.dequantize().cpu(), want.dequantize())
+    assert q.dequantize().device.type == DEV
+
+
+@pytest.mark.parametrize("dtype", [torch.qint8, torch.quint8])
+def test_quantize_per_channel_matches_cpu(dtype):
+    x = values(2)
+    scales, zps = (
+        torch.tensor([0.1, 0.05, 0.2, 0.02], dtype=torch.float64),
+        torch.tensor([0, 1, 2, 3]),
+    )
+    want = torch.quantize_per_channel(x, scales, zps, 0, dtype)
+    q = torch.quantize_per_channel(x.to(DEV), scales.to(DEV), zps.to(DEV), 0, dtype)
+    same_quantized(q, want)
+    assert torch.equal(q.dequantize().cpu(), want.dequantize())
+
+
+def test_dynamic_and_tensor_parameter_forms_match_cpu():
+    x = values(3)
+    same_quantized(
+        torch.quantize_per_tensor_dynamic(x.to(DEV), torch.quint8, False),
+        torch.quantize_per_tensor_dynamic(x, torch.quint8, False),
+    )
+    scale, zp = torch.tensor(0.1), torch.tensor(2)
+    same_quantized(
+        torch.quantize_per_tensor(x.to(DEV), scale.to(DEV), zp.to(DEV), torch.quint8),
+        torch.quantize_per_tensor(x, scale, zp, torch.quint8),
+    )
+    ints = torch.randint(-100, 100, (3, 5), dtype=torch.int8)
+    same_quantized(
+        torch._make_per_tensor_quantized_tensor(ints.to(DEV), 0.5, 1),
+        torch._make_per_tensor_quantized_tensor(ints, 0.5, 1),
+    )
+
+
+@pytest.mark.parametrize("dtype", QDTYPES)
+def test_copies_between_cpu_and_devices_lose_nothing(dtype):
+    want = torch.quantize_per_tensor(values(4), 0.05, 0, dtype)
+    for path in (["vdev:0"], ["vdev:1"], ["vdev:0", "vdev:1"], ["vdev:1", "vdev:0"]):
+        q = want
+        for device in path:
+            q = q.to(device)
+            assert q.device == torch.device(device)
+        same_quantized(q, want)
+        back = q.cpu()
+        assert back.device.type == "cpu" and torch.equal(back.int_repr(), want.int_repr())
+
+
+def test_per_channel_copies_keep_their_parameters():
+    want = torch.quantize_per_channel(
+        values(5),
+        torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64),
+        torch.zeros(4, dtype=torch.long),
+        0,
+        torch.qint8,
+    )
+    q = want.to("vdev:1")
+    assert q.q_per_channel_scales().device == torch.device("vdev:1")
+    same_quantized(q, want)
+    same_quantized(q.to("vdev:0"), want)
+    assert torch.equal(q.cpu().dequantize(), want.dequantize())
+
+
+def test_views_share_the_device_bytes():
+    want = torch.quantize_per_tensor(values(6), 0.05, 2, torch.quint8)
+    q = want.to(DEV)
+    for fn in (
+        lambda t: t.view(6, 4),
+        lambda t: t[1:3],
+        lambda t: t.transpose(0, 1),
+        lambda t: t.select(1, 2),
+        lambda t: t.unsqueeze(0),
+        lambda t: t.flip(0),
+        lambda t: t.clone(),
+    ):
+        same_quantized(fn(q), fn(want))
+    assert q.view(6, 4).untyped_storage().data_ptr() == q.untyped_storage().data_ptr()
+
+
+def test_quantized_operators_cuda_registers_match_cpu():
+    want = torch.quantize_per_tensor(values(7, 1, 2, 6, 6), 0.05, 10, torch.quint8)
+    q = want.to(DEV)
+    same_quantized(torch.relu(q), torch.relu(want))
+    same_quantized(torch.nn.functional.gelu(q), torch.nn.functional.gelu(want))
+    same_quantized(
+        torch.nn.functional.adaptive_avg_pool2d(q, (3, 3)),
+        torch.nn.functional.adaptive_avg_pool2d(want, (3, 3)),
+    )
+    same_quantized(
+        q.index_select(3, torch.tensor([0, 5], device=DEV)),
+        want.index_select(3, torch.tensor([0, 5])),
+    )
+    mask = values(8, 1, 2, 6, 6) > 0
+    same_quantized(q.masked_fill(mask.to(DEV), 0.5), want.masked_fill(mask, 0.5))
+    maxes, where = q.max(dim=3)
+    want_max, want_where = want.max(dim=3)
+    same_quantized(maxes, want_max)
+    assert torch.equal(where.cpu(), want_where)
+    r = q.clone()
+    r.relu_()
+    same_quantized(r, torch.relu(want))
+    f = q.clone()
+    f.fill_(1.0)
+    assert torch.equal(f.dequantize().cpu(), want.clone().fill_(1.0).dequantize())
+
+
+def test_operators_cuda_lacks_raise_not_implemented_at_the_call():
+    q = torch.quantize_per_tensor(values(9), 0.05, 0, torch.quint8).to(DEV)
+    # quantized::add has a QuantizedCPU kernel only.
+    with pytest.raises(NotImplementedError, match=r"quantized::add.*vdev"):
+        torch.ops.quantized.add(q, q, 0.1, 0)
+    # quantized_batch_norm: QuantizedCPU only in native_functions.yaml.
+    x = torch.quantize_per_tensor(values(10, 1, 4, 2, 2), 0.05, 0, torch.quint8).to(DEV)
+    with pytest.raises(NotImplementedError, match=r"quantized_batch_norm.*vdev"):
+        w = torch.ones(4, device=DEV)
+        torch.quantized_batch_norm(x, w, w, w, w, 1e-5, 0.1, 0)
+
+
+def test_no_quantized_result_is_left_uninitialised():
+    """The init tool (VDEV_SANITIZER=init) reports reads of bytes nothing wrote."""
+    from conftest import run_python
+
+    r = run_python(
+        """
+        import torch, torch_vdev
+        x = torch.randn(4, 6, device="vdev")
+        q = torch.quantize_per_tensor(x, 0.05, 3, torch.quint8)
+        c = torch.quantize_per_channel(x, torch.full((4,), 0.1, dtype=torch.float64,
+            device="vdev"), torch.zeros(4, dtype=torch.long, device="vdev"), 0, torch.qint8)
+        for t in (q, c, q.clone(), q.to("vdev:1"), torch.relu(q), q.flip(0)):
+            t.int_repr().sum().item()
+            t.dequantize().sum().item()
+        print("clean")
+        """,
+        env={"VDEV_SANITIZER": "init"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert "clean" in r.stdout and "uninitial" not in (r.stdout + r.stderr).lower()
