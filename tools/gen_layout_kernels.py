@@ -6,7 +6,7 @@ every operator is one of:
 
   shared    CPU and CUDA register the same native function: device-generic code built on other
             operators (abs_sparse, to_sparse, sparse_to_dense, empty_affine_quantized). vdev runs
-            that same function (cpp/backend/layouts/layout_kernels.cpp).
+            that same function (cpp/backend/ops/layout_kernels.cpp).
   own       CUDA has its own kernel: vdev runs CPU's kernel on CPU views of the device memory.
   cpu_only  only CPU has a kernel: CUDA raises NotImplementedError, and so does vdev.
   cuda_only only CUDA has a kernel: vdev has no CPU kernel to run; it raises NotImplementedError.

@@ -26,7 +26,9 @@ BACKEND_DEPENDS_ON = {
     # The checks made at a call, before anything is queued (checks/call_checks.h).
     "checks": {"common", "memory"},
     "executor": {"common", "memory", "random", "checks", "sanitizer"},
-    "ops": {"common", "memory", "executor", "random", "checks", "sanitizer"},
+    # Sparse and quantized tensors: CPU views of their members, host runs, queued products.
+    "layouts": {"common", "memory", "sanitizer"},
+    "ops": {"common", "memory", "executor", "random", "checks", "sanitizer", "layouts"},
     "distributed": {"common", "memory", "sanitizer"},
     "compile": {"common"},
     "graphs": {"common", "memory", "random", "sanitizer"},
@@ -40,6 +42,7 @@ BACKEND_DEPENDS_ON = {
         "device",
         "checks",
         "executor",
+        "layouts",
         "ops",
         "distributed",
         "compile",

@@ -9,9 +9,9 @@
 //    redispatching to CPU's entry with the vdev tensors: its inner operators reach vdev's kernels
 //    (dense ones queued on the stream like any operator);
 //  * own: CUDA has a kernel of its own. vdev runs CPU's kernel on CPU views of the device memory:
-//    queued when its results are dense tensors of sizes known on the host (layouts/
-//    queued_products.h: sparse x dense products, dense + sparse), otherwise on the calling thread
-//    after waiting for the stream, which is reported in the sync debug mode
+//    queued when its results are dense tensors of sizes known on the host
+//    (layouts/queued_products.h: sparse x dense products, dense + sparse), otherwise on the calling
+//    thread after waiting for the stream, which is reported in the sync debug mode
 //    (layouts/layout_host_run.h): the output of coalesce, sparse + sparse and the like has a size
 //    that depends on values, and CUDA synchronizes for those too;
 //  * cpu_only: CUDA has none: what CUDA runs instead (a composite) runs, else vdev raises
@@ -142,7 +142,7 @@ void shared_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "Could not run '", op.schema().name(), "' (",
                                 operator_name(op), ") on ", kVdev,
                                 ": its native function calls a DispatchStub that has no vdev "
-                                "kernel (a gap in torch_vdev's layouts/layout_kernels.cpp)");
+                                "kernel (a gap in torch_vdev's ops/layout_kernels.cpp)");
   }
 }
 
