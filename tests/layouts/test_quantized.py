@@ -174,3 +174,32 @@ def test_no_quantized_result_is_left_uninitialised():
     )
     assert r.returncode == 0, r.stderr
     assert "clean" in r.stdout and "uninitial" not in (r.stdout + r.stderr).lower()
+
+
+def test_fused_observer_fake_quant_updates_its_state_as_on_cpu():
+    """fused_moving_avg_obs_fake_quant writes running_min/max, scale and zero_point, which it does
+    not return: the executor must not run it through ATen's generated out= overload, which would
+    drop those writes (QAT's default fake-quant never learned its scale)."""
+    x = values(11) * 3
+    states = []
+    for device in ("cpu", DEV):
+        state = [
+            torch.tensor([float("inf")], device=device),
+            torch.tensor([float("-inf")], device=device),
+            torch.tensor([1.0], device=device),
+            torch.tensor([0], dtype=torch.int32, device=device),
+        ]
+        on = torch.tensor([1], device=device)
+        for _ in range(3):
+            out = torch.fused_moving_avg_obs_fake_quant(
+                x.to(device), on, on, *state, 0.01, 0, 255, -1
+            )
+        states.append([t.cpu() for t in state] + [out.cpu()])
+    for got, want in zip(states[1], states[0], strict=True):
+        assert torch.equal(got, want)
+    module = torch.ao.quantization.FusedMovingAvgObsFakeQuantize()
+    moved = torch.ao.quantization.FusedMovingAvgObsFakeQuantize().to(DEV)
+    for _ in range(3):
+        want, got = module(x), moved(x.to(DEV))
+    assert torch.equal(got.cpu(), want)
+    assert torch.equal(moved.scale.cpu(), module.scale)

@@ -285,6 +285,23 @@ def test_sparse_embedding_training_matches_cpu(optimizer):
     same(weights[1], weights[0])
 
 
+def test_sparse_embedding_bag_gradient_is_sparse_and_trains_as_on_cpu():
+    weights = []
+    for device in ("cpu", DEV):
+        torch.manual_seed(0)
+        bag = torch.nn.EmbeddingBag(10, 3, mode="sum", sparse=True).to(device)
+        opt = torch.optim.SGD(bag.parameters(), lr=0.1)
+        idx = torch.tensor([1, 2, 4, 5, 4, 3, 2, 9], device=device)
+        offsets = torch.tensor([0, 4], device=device)
+        for _ in range(3):
+            opt.zero_grad()
+            bag(idx, offsets).pow(2).sum().backward()
+            assert bag.weight.grad.layout == torch.sparse_coo
+            opt.step()
+        weights.append(bag.weight.detach())
+    same(weights[1], weights[0])
+
+
 # ---- compressed layouts ----
 
 LAYOUTS = {
@@ -345,6 +362,35 @@ def test_compressed_products_and_element_wise_match_cpu():
     )
     bsr = d.to_sparse_bsr((2, 2))
     same(bsr.to(DEV) @ mv, bsr @ m)
+
+
+def test_conversions_between_compressed_layouts_and_transposed_products_match_cpu():
+    """These flatten COO indices through a DispatchStub vdev fills (ops/sparse_stubs.cpp)."""
+    d = sparse_dense(60, 6, 4)
+    m = dense(61, 4, 3)
+    for fn in (
+        lambda t: t.to_sparse_csr().to_sparse_csc(),
+        lambda t: t.to_sparse_csc().to_sparse_csr(),
+        lambda t: t.to_sparse_bsr((2, 2)).to_sparse_bsc((2, 2)),
+        lambda t: t.to_sparse_csr().to_sparse_bsc((2, 2)),
+    ):
+        same(fn(d.to(DEV)), fn(d), exact=True)
+    same(d.to_sparse_csc().to(DEV) @ m.to(DEV), d.to_sparse_csc() @ m)
+    same(
+        d.to_sparse_csr().to(DEV).t() @ dense(62, 6, 2).to(DEV),
+        d.to_sparse_csr().t() @ dense(62, 6, 2),
+    )
+    same(
+        d.to_sparse_csr().to(DEV) @ d.t().to_sparse_csr().to(DEV),
+        d.to_sparse_csr() @ d.t().to_sparse_csr(),
+    )
+    grads = []
+    for device in ("cpu", DEV):
+        x = d.to_sparse_csr().to(device, copy=True).requires_grad_()
+        w = m.to(device, copy=True).requires_grad_()
+        (x @ w).sin().sum().backward()
+        grads.append(w.grad)
+    same(grads[1], grads[0])
 
 
 def test_batched_compressed_tensors_match_cpu():
@@ -412,6 +458,33 @@ def test_mixing_devices_is_refused_as_on_cuda():
         s.to("vdev:0") + s.to("vdev:1")
 
 
+def test_a_factory_given_members_on_two_devices_refuses_them_as_cuda_does():
+    with pytest.raises(RuntimeError, match="same device.*values is on vdev:1"):
+        torch.sparse_coo_tensor(
+            torch.tensor([[0], [1]], device="vdev:0"), torch.tensor([1.0], device="vdev:1"), (2, 3)
+        )
+
+
+def test_host_runs_and_products_are_clean_under_poison_and_init():
+    """A host run's result grown into a fresh block is written after the block's poison fill, and
+    is known to be written; mv (addmv with beta 0) does not read its uninitialised self."""
+    from conftest import run_python
+
+    code = """
+        import torch, torch_vdev, warnings
+        warnings.simplefilter("ignore")
+        a = torch.tensor([[0., 2, 0], [1, 0, 3]])
+        csr = a.to("vdev").to_sparse_csr()
+        for _ in range(3):
+            print((torch.ones(4, 2, device="vdev") @ csr).cpu()[0].tolist())
+            print((csr @ torch.ones(3, device="vdev")).cpu().tolist())
+        """
+    for tools in ("poison", "init"):
+        r = run_python(code, env={"VDEV_SANITIZER": tools})
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.split() == ["[1.0,", "2.0,", "3.0]", "[2.0,", "4.0]"] * 3, r.stdout
+
+
 def test_results_of_a_second_device_stay_there():
     s, m = coo(50), dense(51, 7, 3)
     x = s.to("vdev:1")
@@ -433,7 +506,9 @@ def test_sparse_memory_is_counted_by_the_allocator():
 def test_an_operator_cuda_lacks_raises_not_implemented_naming_it():
     c = sparse_dense(53, 4, 4).to_sparse_csr().to(DEV)
     # _sparse_mm_reduce_impl has a SparseCsrCPU kernel only (native_functions.yaml).
-    with pytest.raises(NotImplementedError, match=r"_sparse_mm_reduce_impl.*vdev.*CUDA"):
+    with pytest.raises(
+        NotImplementedError, match=r"_sparse_mm_reduce_impl.*vdev.*only CPU has one"
+    ):
         torch.sparse.mm(c, dense(54, 4, 2).to(DEV), "sum")
 
 
@@ -447,3 +522,27 @@ def test_cpu_errors_for_bad_sparse_input_come_at_the_call():
         torch.sparse_coo_tensor(
             torch.tensor([[0, 9]]), torch.ones(2), (3,), device=DEV, check_invariants=True
         )
+
+
+# ---- the stream sanitizer sees sparse tensors' members ----
+
+
+def test_a_sparse_product_on_another_stream_without_a_wait_is_a_race():
+    from torch.vdev.sanitizer import StreamRaceError
+
+    s, m = coo(57), dense(58, 7, 3)
+    torch.vdev.synchronize()
+    with torch.vdev.sanitizer.sanitize("streams"):
+        x, md = s.coalesce().to(DEV), m.to(DEV)  # (blocking copies: the host waits)
+        x.values().mul_(1)  # its values written on the default stream, queued
+        side = torch.vdev.Stream()
+        with torch.vdev.stream(side), pytest.raises(StreamRaceError, match="data race: aten::"):
+            torch.mm(x, md)  # queued on the side stream: reads x's values unordered
+        side.wait_stream(torch.vdev.default_stream())
+        with torch.vdev.stream(side):
+            r = torch.mm(x, md)  # ordered now: no report
+            c = x.coalesce()  # host run after the wait: no report
+        torch.vdev.synchronize()
+    torch.vdev.sanitizer.clear_findings()
+    same(r, s.coalesce() @ m)
+    same(c, s.coalesce())

@@ -50,7 +50,8 @@ void run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     cpu_stack.push_back(map_tensors(v, alias));
   }
   auto carry_back = [&] {
-    for (const Written& w : written) aliases.carry_back(w.device, w.cpu, resize_storage_bytes);
+    for (const Written& w : written)
+      aliases.carry_back(w.device, w.cpu, resize_storage_for_host_write);
   };
   // CPU's kernel, with CPU's checks; below autocast (CPU autocast on the host must not recast).
   try {

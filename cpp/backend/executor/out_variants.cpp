@@ -27,6 +27,21 @@ bool is_out_variant(const c10::FunctionSchema& f, const c10::FunctionSchema& o) 
   return true;
 }
 
+// Whether the out= overload `o` of `f` would lose what f writes into its other arguments: f
+// mutates an argument it does not return (_fused_moving_avg_obs_fq_helper's running_min, scale,
+// ...) and o has no CPU kernel, only ATen's generated composite, which runs the functional form
+// and copies the returns alone (CPU's own out= call loses the mutation too). f itself, run on
+// aliases, writes them.
+bool loses_mutations(const c10::FunctionSchema& f, const c10::OperatorHandle& o) {
+  for (const c10::Argument& a : f.arguments()) {
+    const c10::AliasInfo* alias = a.alias_info();
+    if (alias != nullptr && alias->isWrite()) {
+      return !o.hasKernelForDispatchKey(c10::DispatchKey::CPU);
+    }
+  }
+  return false;
+}
+
 struct Cache {
   std::mutex mu;
   bool indexed = false;
@@ -82,7 +97,8 @@ std::optional<c10::OperatorHandle> out_variant_of(const c10::OperatorHandle& op)
   if (it != c.overloads.end()) {
     for (const c10::OperatorName& candidate : it->second) {
       auto handle = c10::Dispatcher::singleton().findSchema(candidate);
-      if (handle && handle->hasSchema() && is_out_variant(op.schema(), handle->schema())) {
+      if (handle && handle->hasSchema() && is_out_variant(op.schema(), handle->schema()) &&
+          !loses_mutations(op.schema(), *handle)) {
         result = handle;
         break;
       }

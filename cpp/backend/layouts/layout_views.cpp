@@ -123,7 +123,7 @@ at::Tensor LayoutViews::member_back(const at::Tensor& cpu, c10::Device device) {
   if (!cpu.defined()) return cpu;
   auto it = members_.find(cpu.unsafeGetTensorImpl());
   if (it != members_.end()) {
-    aliases_.carry_back(it->second, cpu, resize_storage_bytes);
+    aliases_.carry_back(it->second, cpu, resize_storage_for_host_write);
     return it->second;
   }
   return at::empty_strided(cpu.sizes(), cpu.strides(), cpu.options().device(device)).copy_(cpu);
@@ -152,7 +152,7 @@ void LayoutViews::carry_back(const at::Tensor& device, const at::Tensor& cpu) {
                          quantizer_with(q, [&](const at::Tensor& m) { return member_back(m, d); }));
     }
   } else {
-    aliases_.carry_back(device, cpu, resize_storage_bytes);
+    aliases_.carry_back(device, cpu, resize_storage_for_host_write);
   }
 }
 

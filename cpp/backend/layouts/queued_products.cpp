@@ -178,6 +178,15 @@ std::optional<Rewrite> queueable(const c10::OperatorHandle& op, const torch::jit
   return {};
 }
 
+// Whether the kernel reads its first argument: addmm and addmv ignore self when beta is zero
+// (mm and mv are addmm/addmv of an uninitialised self with beta 0).
+bool reads_self(const Rewrite& call) {
+  const std::string& name = call.op.schema().name();
+  if (name != "aten::addmm" && name != "aten::addmv") return true;
+  const c10::IValue& beta = call.args[3];
+  return !beta.isScalar() || beta.toScalar().toComplexDouble() != 0.0;
+}
+
 }  // namespace
 
 bool try_queue_layout_product(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -212,18 +221,24 @@ bool try_queue_layout_product(const c10::OperatorHandle& op, torch::jit::Stack* 
   vdev::rt::Stream& stream = current_runtime_stream(device.index());
   const char* name = intern_task_name(op.schema().name());
   if (C10_UNLIKELY(sanitizing_accesses())) {
+    // Arguments the kernel reads: every tensor but the written one, and self only where beta
+    // is not zero (addmv(empty, A, v, beta=0) is mv). The written one is read too when it is
+    // also a read argument (add_, addmm_).
+    auto read = [&](std::size_t i) {
+      return call->args[i].isTensor() && i != call->written && (i != 0 || reads_self(*call));
+    };
     std::vector<TensorUse> uses;
     for (std::size_t i = 0; i < call->args.size(); ++i) {
       if (!call->args[i].isTensor()) continue;
       const at::Tensor& t = call->args[i].toTensor();
       Access access = Access::kRead;
-      if (i == call->written) {  // read too when it is also an input (add_, addmm_)
+      if (i == call->written) {
         access = Access::kWrite;
         for (std::size_t j = 0; j < call->args.size(); ++j) {
-          if (j != i && call->args[j].isTensor() && call->args[j].toTensor().is_same(t)) {
-            access = Access::kReadWrite;
-          }
+          if (read(j) && call->args[j].toTensor().is_same(t)) access = Access::kReadWrite;
         }
+      } else if (!read(i)) {
+        continue;
       }
       for (at::Tensor& m : dense_members(t)) uses.push_back({std::move(m), access});
     }

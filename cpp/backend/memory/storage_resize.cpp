@@ -44,6 +44,16 @@ void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes) {
   storage->set_nbytes(nbytes);
 }
 
+void resize_storage_for_host_write(c10::StorageImpl* storage, std::size_t nbytes) {
+  resize_storage_bytes(storage, nbytes);
+  if (nbytes == 0 || storage->data() == nullptr) return;
+  const c10::DeviceIndex index = storage->device().index();
+  wait_then_reraise_warnings([&] {
+    VDEV_RT(vdev::rt::current_stream(index).synchronize());  // the caller reported its wait
+  });
+  if (AllocationObserver* o = allocation_observer()) o->host_wrote(storage->mutable_data(), nbytes);
+}
+
 void resize_tensor_impl(c10::TensorImpl* self, c10::IntArrayRef size,
                         std::optional<c10::IntArrayRef> stride) {
   if (self->sizes() == size && (!stride || self->strides() == *stride)) return;

@@ -23,6 +23,13 @@ namespace vdev::backend {
 // Grows or shrinks `storage` to `nbytes` on its own device, keeping the first min(old, new) bytes.
 void resize_storage_bytes(c10::StorageImpl* storage, std::size_t nbytes);
 
+// The same, for bytes the calling thread writes next (a kernel run on the host grew an out=
+// argument into host memory, which common/cpu_alias.h's carry_back copies in): it also waits for
+// what the allocation queued on the device's current stream (the sanitizer's poison fill, which
+// would otherwise land after the copy), and tells the allocation observer that the host writes
+// the whole storage (the sanitizer's record of initialised bytes).
+void resize_storage_for_host_write(c10::StorageImpl* storage, std::size_t nbytes);
+
 // Sets sizes (and strides, if given) and grows the storage when the new extent needs more bytes.
 void resize_tensor_impl(c10::TensorImpl* self, c10::IntArrayRef size,
                         std::optional<c10::IntArrayRef> stride);

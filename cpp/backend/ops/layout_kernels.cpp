@@ -23,6 +23,7 @@
 //
 // Thread rules: kernels run on the dispatching thread.
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/op_registration/adaption.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -120,12 +121,26 @@ std::optional<c10::Device> checked_device(const c10::OperatorHandle& op,
   }
   // A factory's device= names where its result lives; torchgen's device check covers only the
   // tensor arguments (empty_quantized(sizes, qtensor on vdev:0, device=vdev:1) is valid on CUDA).
-  const std::size_t first = stack.size() - op.schema().arguments().size();
-  for (std::size_t i = 0; i < op.schema().arguments().size(); ++i) {
+  // Its tensor arguments are checked among themselves, as torchgen's wrapper does
+  // (_sparse_coo_tensor_with_dims_and_tensors of indices on vdev:0 and values on vdev:1).
+  const c10::FunctionSchema& schema = op.schema();
+  const std::size_t first = stack.size() - schema.arguments().size();
+  std::optional<c10::Device> factory_device;
+  for (std::size_t i = 0; i < schema.arguments().size(); ++i) {
     const c10::IValue& v = stack[first + i];
-    if (v.isDevice() && v.toDevice().type() == kVdev) return v.toDevice();
+    if (v.isDevice() && v.toDevice().type() == kVdev) factory_device = v.toDevice();
   }
-  return check_operator_devices(op, stack);
+  if (!factory_device) return check_operator_devices(op, stack);
+  std::optional<c10::Device> common;
+  const std::string method = "wrapper_" + schema.name();
+  for (std::size_t i = 0; i < schema.arguments().size(); ++i) {
+    const c10::IValue& v = stack[first + i];
+    if (v.isTensor() && v.toTensor().defined()) {
+      c10::impl::check_and_update_common_device(common, v.toTensor(), method.c_str(),
+                                                schema.arguments()[i].name().c_str());
+    }
+  }
+  return factory_device;
 }
 
 // The shared native function: CPU's entry with the vdev tensors, under a guard for their device.
@@ -160,9 +175,13 @@ void own_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 template <c10::DispatchKey CpuKey>
 void missing_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
   const std::string name = operator_name(op);
+  const std::string unqualified = name.substr(
+      name.find("::") == std::string::npos ? 0 : name.find("::") + 2);  // the table's names
   const char* why = "neither CPU nor CUDA has a kernel for this layout";
   for (const LayoutKernel& k : kLayoutKernels) {
-    if (name != k.name || layout_name(CpuKey) != layout_name(cpu_key_of(k.layout))) continue;
+    if (name.rfind("aten::", 0) != 0 || unqualified != k.name ||
+        layout_name(CpuKey) != layout_name(cpu_key_of(k.layout)))
+      continue;
     if (k.how == How::kCpuOnly) why = "CUDA has no kernel for it either (only CPU has one)";
     if (k.how == How::kCudaOnly) why = "only CUDA has a kernel for it, and vdev runs CPU's kernels";
   }
@@ -217,11 +236,14 @@ TORCH_LIBRARY_IMPL(aten, QuantizedPrivateUse1, m) {
   m.impl("copy_", torch::CppFunction::makeFromBoxedFunction<&own_kernel>());
 }
 
-// Dense to sparse conversions: CPU and CUDA share these native functions (dense_to_sparse, ...),
-// built on nonzero and indexing, which synchronizes where CUDA's does.
+// Dense-key operators with sparse results: CPU and CUDA share these native functions
+// (dense_to_sparse, ..., built on nonzero and indexing, which synchronizes where CUDA's does;
+// _embedding_bag_backward, whose result is sparse for EmbeddingBag(sparse=True)). The executor
+// would plan them with a dense output.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  for (const char* name : {"_to_sparse", "_to_sparse.sparse_dim", "_to_sparse_csr",
-                           "_to_sparse_csc", "_to_sparse_bsr", "_to_sparse_bsc"}) {
+  for (const char* name :
+       {"_to_sparse", "_to_sparse.sparse_dim", "_to_sparse_csr", "_to_sparse_csc", "_to_sparse_bsr",
+        "_to_sparse_bsc", "_embedding_bag_backward"}) {
     m.impl(name,
            torch::CppFunction::makeFromBoxedFunction<&shared_kernel<c10::DispatchKey::CPU>>());
   }
