@@ -16,5 +16,6 @@ void bind_distributed(nanobind::module_& m);
 void bind_compile(nanobind::module_& m);
 void bind_graphs(nanobind::module_& m);
 void bind_sanitizer(nanobind::module_& m);
+void bind_autograd_exit(nanobind::module_& m);
 
 }  // namespace vdev::bindings

@@ -18,4 +18,5 @@ NB_MODULE(_C, m) {
   vdev::bindings::bind_compile(m);
   vdev::bindings::bind_graphs(m);
   vdev::bindings::bind_sanitizer(m);
+  vdev::bindings::bind_autograd_exit(m);
 }

@@ -15,39 +15,18 @@ _lock = threading.Lock()
 _registered = False
 
 
-def _drain_autograd_device_threads() -> None:
-    """Lets autograd's vdev device threads finish with the last backward before Python finalizes.
-
-    torch 2.13's ``_engine_run_backward`` stashes a Python object (a contextvars context) in the
-    thread-local state every GraphTask copies. A device thread drops its reference to the
-    GraphTask just after it wakes the thread that called backward; when that reference is the
-    last, releasing the Python object needs the GIL. A script that ends right after a backward
-    races that release against interpreter finalization, which ends the waiting thread inside a
-    noexcept destructor: "terminate called without an active exception" (about 1 in 3 runs of a
-    five-line script). One more backward on each device, run through the engine directly (no
-    Python object stashed), is queued behind that release on the same device thread; it returns
-    once the thread has run it, so the release has happened, with the GIL free for it while
-    this thread waits in the engine.
-    """
+def _at_exit() -> None:
+    # Autograd's device threads finish with the last backward first (bindings/autograd_exit.cpp);
+    # not while other threads live, as one may hold what it needs.
     import torch
 
-    if not torch.vdev.is_initialized():
-        return
-    engine = torch.autograd.Variable._execution_engine
-    for index in range(torch.vdev.device_count()):
-        device = torch.device("vdev", index)
-        leaf = torch.zeros((), device=device, requires_grad=True)
-        out = leaf * 2  # a node on the device: autograd runs it on the device's thread
-        engine.run_backward((out,), (torch.ones((), device=device),), False, False, (), True, True)
-
-
-def _at_exit() -> None:
     from torch_vdev import _C
 
-    try:
-        _drain_autograd_device_threads()
-    except Exception:  # noqa: BLE001  (exiting: a failure here must not hide the real exit)
-        pass
+    if threading.active_count() == 1 and torch.vdev.is_initialized():
+        try:
+            _C._drain_autograd_device_threads()
+        except Exception:  # noqa: BLE001  (exiting: a failure here must not hide the real exit)
+            pass
     if threading.active_count() > 1:
         # Daemon threads still inside vdev calls park there (cpp/runtime/process.h) and keep
         # their arguments alive: leaks on purpose, which nanobind would report as refcount bugs.

@@ -203,3 +203,48 @@ def test_fused_observer_fake_quant_updates_its_state_as_on_cpu():
         want, got = module(x), moved(x.to(DEV))
     assert torch.equal(got.cpu(), want)
     assert torch.equal(moved.scale.cpu(), module.scale)
+
+
+def test_quantize_dequantize_int_repr_and_clone_are_queued_as_on_cuda():
+    from asyncutil import gated, run_bounded, wait_until_blocked
+
+    x = values(12, 2, 3, 4, 5)
+    xv = x.to(DEV)
+    xcl = x.contiguous(memory_format=torch.channels_last)
+    xclv = xcl.to(DEV)
+    torch.vdev.synchronize()
+    results = []
+    with gated(torch.vdev.current_stream()) as gate:
+        wait_until_blocked(gate)
+
+        def calls():
+            torch.vdev.set_sync_debug_mode("error")
+            try:
+                q = torch.quantize_per_tensor(xv, 0.05, 3, torch.quint8)
+                qcl = torch.quantize_per_tensor(xclv, 0.05, 3, torch.qint8)
+                results.extend([q, q.dequantize(), q.int_repr(), q.clone(), qcl, qcl.dequantize()])
+            finally:
+                torch.vdev.set_sync_debug_mode(0)
+
+        assert run_bounded(calls)  # none waited for the blocked stream
+    want = torch.quantize_per_tensor(x, 0.05, 3, torch.quint8)
+    want_cl = torch.quantize_per_tensor(xcl, 0.05, 3, torch.qint8)
+    q, deq, ints, clone, qcl, deq_cl = results
+    same_quantized(q, want)
+    same_quantized(clone, want)
+    assert torch.equal(deq.cpu(), want.dequantize())
+    assert torch.equal(ints.cpu(), want.int_repr())
+    same_quantized(qcl, want_cl)
+    assert qcl.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(deq_cl.cpu(), want_cl.dequantize())
+
+
+def test_a_wrong_quantization_parameter_raises_cpus_error_at_the_call():
+    x = values(13)
+    for args in ((0.05, 300, torch.quint8), (0.05, 0, torch.float32)):
+        with pytest.raises(RuntimeError) as cpu:
+            torch.quantize_per_tensor(x, *args)
+        with pytest.raises(RuntimeError) as got:
+            torch.quantize_per_tensor(x.to(DEV), *args)
+        assert str(got.value).split("\n")[0] == str(cpu.value).split("\n")[0]
+    torch.vdev.synchronize()  # nothing was queued that fails later

@@ -36,6 +36,7 @@
 #include "backend/common/vdev_device.h"
 #include "backend/layouts/layout_host_run.h"
 #include "backend/layouts/queued_products.h"
+#include "backend/layouts/queued_quantized.h"
 
 namespace vdev::backend {
 namespace {
@@ -166,7 +167,9 @@ void own_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const std::optional<c10::Device> device = checked_device(op, *stack);
   TORCH_CHECK(device.has_value(), operator_name(op), ": expected a vdev tensor argument");
   const c10::DeviceGuard guard(*device);
-  if (try_queue_layout_product(op, stack, *device)) return;
+  if (try_queue_layout_product(op, stack, *device) || try_queue_quantized(op, stack, *device)) {
+    return;
+  }
   note_synchronizing_operation(op.schema().name().c_str(), device->index());
   run_layout_op_on_host(op, stack, *device);
 }
