@@ -411,6 +411,7 @@ def test_products_and_to_dense_are_queued_as_on_cuda():
     csr = sparse_dense(43, 5, 7).to_sparse_csr().to(DEV)
     ones = torch.ones(5, 7, dtype=torch.float64, device=DEV)
     vec = torch.ones(7, dtype=torch.float64, device=DEV)
+    two = torch.tensor(2.0, dtype=torch.float64, device=DEV)
     torch.vdev.synchronize()
     torch.vdev.set_sync_debug_mode("error")
     results = [
@@ -421,10 +422,15 @@ def test_products_and_to_dense_are_queued_as_on_cuda():
         csr @ mv,
         csr @ vec,
         csr.to_dense(),
+        sv * 2,
+        sv * two,
     ]
     torch.vdev.set_sync_debug_mode(0)
     same(results[1], s @ m)
     same(results[3], torch.ones(5, 7, dtype=torch.float64) + s)
+    same(results[7], s * 2, exact=True)
+    assert results[7].is_coalesced() == s.is_coalesced()
+    same(results[8], s * 2, exact=True)
 
 
 def test_a_product_returns_while_the_stream_is_blocked():

@@ -7,6 +7,8 @@
 #include <ATen/ops/_sparse_compressed_tensor_unsafe.h>
 #include <ATen/ops/_sparse_coo_tensor_with_dims_and_tensors.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/result_type.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/SmallVector.h>
 
@@ -187,10 +189,42 @@ bool reads_self(const Rewrite& call) {
   return !beta.isScalar() || beta.toScalar().toComplexDouble() != 0.0;
 }
 
+// sparse COO x 0-dim dense into a sparse COO out (sparse * 2, the optimizers' scalings): the
+// result has the input's indices, so it is computed as CPU's and CUDA's kernels compute it
+// (mul_out_sparse_zerodim in SparseTensorMath.cpp) with operators on the members, queued.
+bool multiply_values_by_zero_dim(const c10::OperatorHandle& op, torch::jit::Stack* stack,
+                                 c10::Device device) {
+  const c10::OperatorName& name = op.schema().operator_name();
+  if (name.name != "aten::mul" || name.overload_name != "out") return false;
+  const std::size_t first = stack->size() - 3;
+  const at::Tensor& t = (*stack)[first].toTensor();
+  const at::Tensor& value = (*stack)[first + 1].toTensor();
+  const at::Tensor& r = (*stack)[first + 2].toTensor();
+  if (t.layout() != c10::kSparse || r.layout() != c10::kSparse || !dense(value) ||
+      value.dim() != 0 || t.device() != device || r.device() != device ||
+      r.scalar_type() != at::result_type(t, value) || t.scalar_type() != r.scalar_type()) {
+    return false;
+  }
+  if (r.is_same(t)) {
+    r._values().mul_(value);
+  } else {
+    auto* impl = at::sparse::get_sparse_impl(r);
+    impl->raw_resize_(t.sparse_dim(), t.dense_dim(), t.sizes());
+    at::Tensor values = at::mul(t._values(), value);  // a CPU 0-dim value is a scalar here
+    impl->set_indices_and_values_unsafe(t._indices().clone(), values);
+    impl->set_coalesced(t.is_coalesced());
+  }
+  const c10::IValue out = (*stack)[first + 2];
+  torch::jit::drop(*stack, 3);
+  stack->push_back(out);
+  return true;
+}
+
 }  // namespace
 
 bool try_queue_layout_product(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                               c10::Device device) {
+  if (multiply_values_by_zero_dim(op, stack, device)) return true;
   const std::size_t first = stack->size() - op.schema().arguments().size();
   // Every tensor on `device`, of one queued dtype, without lazy conjugation or negation (the
   // sparse kernels resolve those through operators the views would run on the worker).

@@ -2,9 +2,9 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_empty_affine_quantized.h>
+#include <ATen/ops/_empty_per_channel_affine_quantized.h>
 #include <ATen/ops/dequantize.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/_empty_per_channel_affine_quantized.h>
 #include <ATen/ops/int_repr.h>
 #include <ATen/ops/quantize_per_tensor.h>
 #include <ATen/ops/zeros.h>
@@ -71,8 +71,8 @@ struct QuantizedSpec {
     } else if (qscheme == at::kPerChannelAffine) {
       q = at::make_per_channel_affine_quantizer(scales.make(), zero_points.make(), axis, st);
     } else {
-      q = c10::make_intrusive<at::PerChannelAffineFloatQParamsQuantizer>(
-          st, scales.make(), zero_points.make(), axis);
+      q = c10::make_intrusive<at::PerChannelAffineFloatQParamsQuantizer>(st, scales.make(),
+                                                                         zero_points.make(), axis);
     }
     c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes,
                          at::DataPtr(base, c10::Device(c10::kCPU)), nullptr, false);
@@ -95,9 +95,9 @@ bool supported_scheme(const at::Tensor& t) {
 // The bytes of a CPU result copied into the device result's view: both have the input's sizes
 // and memory format (the host allocated the result as CPU's kernel allocates its own).
 void copy_bytes(const at::Tensor& cpu_result, const at::Tensor& view) {
-  TORCH_INTERNAL_ASSERT(cpu_result.strides() == view.strides() &&
-                            cpu_result.nbytes() == view.nbytes(),
-                        "vdev: a queued quantized result's layout differs from CPU's");
+  TORCH_INTERNAL_ASSERT(
+      cpu_result.strides() == view.strides() && cpu_result.nbytes() == view.nbytes(),
+      "vdev: a queued quantized result's layout differs from CPU's");
   if (cpu_result.nbytes() > 0) {
     std::memcpy(view.data_ptr(), cpu_result.data_ptr(), cpu_result.nbytes());
   }
@@ -114,8 +114,8 @@ bool try_queue_quantized(const c10::OperatorHandle& op, torch::jit::Stack* stack
   const c10::IValue& arg0 = (*stack)[first];
   if (!arg0.isTensor()) return false;
   const at::Tensor& x = arg0.toTensor();
-  if (!is_vdev_tensor(x) || x.device() != device || x.layout() != c10::kStrided ||
-      x.is_conj() || x.is_neg()) {
+  if (!is_vdev_tensor(x) || x.device() != device || x.layout() != c10::kStrided || x.is_conj() ||
+      x.is_neg()) {
     return false;
   }
   Kind kind;
