@@ -111,3 +111,23 @@ def assert_raises_failure_queued_on(stream: torch.Stream, call) -> None:
         except RuntimeError as e:
             if message not in str(e):
                 raise
+
+
+def sync_warnings(fn) -> list[str]:
+    """The operations fn's synchronizing calls name, in order, in the sync debug mode's "warn"
+    mode (then back to the default mode)."""
+    import warnings
+
+    torch.vdev.set_sync_debug_mode("warn")
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fn()
+    finally:
+        torch.vdev.set_sync_debug_mode("default")
+    prefix = "called a synchronizing vdev operation: "
+    return [
+        str(w.message)[len(prefix) :].split(" (Triggered internally")[0]
+        for w in caught
+        if str(w.message).startswith(prefix)
+    ]

@@ -5,11 +5,9 @@ with the sync debug mode in "error" mode and with a gated stream); what synchron
 (output sizes that depend on values) is reported by the sync debug mode.
 """
 
-import warnings
-
 import pytest
 import torch
-from asyncutil import gated, run_bounded, wait_until_blocked
+from asyncutil import gated, run_bounded, sync_warnings, wait_until_blocked
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -50,22 +48,6 @@ def same(vdev_result, cpu_result, exact=False):
         assert torch.equal(got, want)
     else:
         torch.testing.assert_close(got, want)
-
-
-def sync_warnings(fn) -> list[str]:
-    torch.vdev.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            fn()
-    finally:
-        torch.vdev.set_sync_debug_mode(0)
-    prefix = "called a synchronizing vdev operation: "
-    return [
-        str(w.message)[len(prefix) :].split(" (Triggered internally")[0]
-        for w in caught
-        if str(w.message).startswith(prefix)
-    ]
 
 
 # ---- COO: creation, members, copies ----

@@ -1,10 +1,8 @@
 """torch.vdev.set_sync_debug_mode: CUDA's debug mode for operations that make the host wait."""
 
-import warnings
-
 import pytest
 import torch
-from asyncutil import gated, run_bounded, wait_until_blocked
+from asyncutil import gated, run_bounded, sync_warnings, wait_until_blocked
 
 DEV = "vdev"
 
@@ -13,23 +11,6 @@ DEV = "vdev"
 def default_mode_after():
     yield
     torch.vdev.set_sync_debug_mode(0)
-
-
-def sync_warnings(fn) -> list[str]:
-    """The operations fn's synchronizing calls name, in order, in "warn" mode."""
-    torch.vdev.set_sync_debug_mode("warn")
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            fn()
-    finally:
-        torch.vdev.set_sync_debug_mode("default")
-    prefix = "called a synchronizing vdev operation: "
-    return [
-        str(w.message)[len(prefix) :].split(" (Triggered internally")[0]
-        for w in caught
-        if str(w.message).startswith(prefix)
-    ]
 
 
 def test_modes_set_and_read_as_cudas():

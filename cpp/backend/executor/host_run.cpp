@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/common/cpu_alias.h"
+#include "backend/common/host_call.h"
 #include "backend/common/schema_arguments.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
@@ -53,30 +54,10 @@ void run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack,
     for (const Written& w : written)
       aliases.carry_back(w.device, w.cpu, resize_storage_for_host_write);
   };
-  // CPU's kernel, with CPU's checks; below autocast (CPU autocast on the host must not recast).
-  try {
-    const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-    op.callBoxed(&cpu_stack);
-  } catch (...) {
-    carry_back();
-    throw;
-  }
-  carry_back();
-
-  std::vector<c10::IValue> results;
-  results.reserve(schema.returns().size());
-  for (std::size_t r = 0; r < schema.returns().size(); ++r) {
-    if (auto arg = written_argument(schema, schema.returns()[r])) {
-      results.push_back((*stack)[first + *arg]);  // the written vdev argument itself
-      continue;
-    }
-    results.push_back(map_tensors(cpu_stack[r], [&](const at::Tensor& t) {
-      if (!t.defined()) return t;
-      return at::empty_strided(t.sizes(), t.strides(), t.options().device(device)).copy_(t);
-    }));
-  }
-  torch::jit::drop(*stack, nargs);
-  for (auto& v : results) stack->push_back(std::move(v));
+  call_on_host(op, stack, cpu_stack, carry_back, [&](const at::Tensor& t) {
+    if (!t.defined()) return t;
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(device)).copy_(t);
+  });
 }
 
 }  // namespace vdev::backend

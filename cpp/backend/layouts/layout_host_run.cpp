@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "backend/common/host_call.h"
 #include "backend/common/schema_arguments.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
@@ -74,28 +75,8 @@ void run_layout_op_on_host(const c10::OperatorHandle& op, torch::jit::Stack* sta
     // A CPU destination that took a vdev source's quantizer (copy_) owns its parameters.
     for (const at::Tensor& t : written_on_cpu) views.own_quantizer(t);
   };
-  // CPU's kernel, with CPU's checks; below autocast (CPU autocast on the host must not recast).
-  try {
-    const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-    op.callBoxed(&cpu_stack);
-  } catch (...) {
-    carry_back();
-    throw;
-  }
-  carry_back();
-
-  std::vector<c10::IValue> results;
-  results.reserve(schema.returns().size());
-  for (std::size_t r = 0; r < schema.returns().size(); ++r) {
-    if (auto arg = written_argument(schema, schema.returns()[r])) {
-      results.push_back((*stack)[first + *arg]);  // the written vdev argument itself
-      continue;
-    }
-    results.push_back(
-        map_tensors(cpu_stack[r], [&](const at::Tensor& t) { return views.to_device(t, device); }));
-  }
-  torch::jit::drop(*stack, nargs);
-  for (auto& v : results) stack->push_back(std::move(v));
+  call_on_host(op, stack, cpu_stack, carry_back,
+               [&](const at::Tensor& t) { return views.to_device(t, device); });
 }
 
 }  // namespace vdev::backend
