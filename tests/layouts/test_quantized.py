@@ -248,3 +248,40 @@ def test_a_wrong_quantization_parameter_raises_cpus_error_at_the_call():
             torch.quantize_per_tensor(x.to(DEV), *args)
         assert str(got.value).split("\n")[0] == str(cpu.value).split("\n")[0]
     torch.vdev.synchronize()  # nothing was queued that fails later
+
+
+def test_fake_quantization_is_queued_and_matches_cpu():
+    """The fake-quantization kernels of quantization-aware training have meta kernels on vdev
+    (ops/meta_kernels.cpp), so they are queued as on CUDA; CPU's checks still raise at the call."""
+    from asyncutil import sync_warnings
+
+    x = values(14, 2, 3, 4, 5).contiguous(memory_format=torch.channels_last)
+    scale, zp = torch.tensor([0.1, 0.2, 0.05]), torch.tensor([0, 3, 1], dtype=torch.int32)
+    xv, sv, zv = x.to(DEV), scale.to(DEV), zp.to(DEV)
+    lscale, lzp = torch.tensor([0.1]), torch.tensor([2.0])
+    lsv, lzv = lscale.to(DEV), lzp.to(DEV)
+    torch.vdev.synchronize()
+    got = []
+    assert (
+        sync_warnings(
+            lambda: got.extend(
+                [
+                    torch.fake_quantize_per_tensor_affine(xv, 0.1, 3, 0, 255),
+                    torch.fake_quantize_per_channel_affine(xv, sv, zv, 1, 0, 255),
+                    torch._fake_quantize_learnable_per_tensor_affine(xv, lsv, lzv, 0, 255),
+                ]
+            )
+        )
+        == []
+    )
+    want = [
+        torch.fake_quantize_per_tensor_affine(x, 0.1, 3, 0, 255),
+        torch.fake_quantize_per_channel_affine(x, scale, zp, 1, 0, 255),
+        torch._fake_quantize_learnable_per_tensor_affine(x, lscale, lzp, 0, 255),
+    ]
+    for g, w in zip(got, want, strict=True):
+        assert g.stride() == w.stride()
+        assert torch.equal(g.cpu(), w)
+    with pytest.raises(RuntimeError, match="quant_min"):
+        torch.fake_quantize_per_tensor_affine(xv, 0.1, 0, 10, 5)
+    torch.vdev.synchronize()

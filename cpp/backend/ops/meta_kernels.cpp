@@ -1,5 +1,8 @@
 // Meta kernels for the aten operators that have none and that CUDA runs asynchronously: the random
-// samplers binomial and _sample_dirichlet and the gradients of gamma and Dirichlet samples. Without
+// samplers binomial and _sample_dirichlet, the gradients of gamma and Dirichlet samples, and the
+// fake-quantization kernels of quantization-aware training (their outputs: the input's layout,
+// empty_like with MemoryFormat::Preserve, as CPU's kernels in FakeQuantPerTensorAffine.cpp and
+// FakeQuantPerChannelAffine.cpp allocate them; the masks bool). Without
 // a meta kernel the executor cannot plan an operator (backend/executor/launch_plan.h), so vdev ran
 // these synchronously where a GPU does not wait.
 //
@@ -12,9 +15,11 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/library.h>
 
 #include <optional>
+#include <tuple>
 
 namespace vdev::backend {
 namespace {
@@ -45,9 +50,51 @@ at::Tensor dirichlet_grad_meta(const at::Tensor& x, const at::Tensor& alpha,
   return like_first(x, {&alpha, &total});
 }
 
+at::Tensor preserved(const at::Tensor& self, std::optional<at::ScalarType> dtype = std::nullopt) {
+  return at::empty_like(self, dtype ? self.options().dtype(*dtype) : self.options(),
+                        at::MemoryFormat::Preserve);
+}
+
+std::tuple<at::Tensor, at::Tensor> with_mask(const at::Tensor& self) {
+  return {preserved(self), preserved(self, at::kBool)};
+}
+
+std::tuple<at::Tensor, at::Tensor> fake_quantize_cachemask_meta(const at::Tensor& self, double,
+                                                                int64_t, int64_t, int64_t) {
+  return with_mask(self);
+}
+
+std::tuple<at::Tensor, at::Tensor> fake_quantize_cachemask_tensor_qparams_meta(
+    const at::Tensor& self, const at::Tensor&, const at::Tensor&, const at::Tensor&, int64_t,
+    int64_t) {
+  return with_mask(self);
+}
+
+std::tuple<at::Tensor, at::Tensor> fake_quantize_per_channel_cachemask_meta(
+    const at::Tensor& self, const at::Tensor&, const at::Tensor&, int64_t, int64_t, int64_t) {
+  return with_mask(self);
+}
+
+at::Tensor fake_quantize_learnable_per_tensor_meta(const at::Tensor& self, const at::Tensor&,
+                                                   const at::Tensor&, int64_t, int64_t, double) {
+  return preserved(self);
+}
+
+at::Tensor fake_quantize_learnable_per_channel_meta(const at::Tensor& self, const at::Tensor&,
+                                                    const at::Tensor&, int64_t, int64_t, int64_t,
+                                                    double) {
+  return preserved(self);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, Meta, m) {
+  m.impl("fake_quantize_per_tensor_affine_cachemask", &fake_quantize_cachemask_meta);
+  m.impl("_fake_quantize_per_tensor_affine_cachemask_tensor_qparams",
+         &fake_quantize_cachemask_tensor_qparams_meta);
+  m.impl("fake_quantize_per_channel_affine_cachemask", &fake_quantize_per_channel_cachemask_meta);
+  m.impl("_fake_quantize_learnable_per_tensor_affine", &fake_quantize_learnable_per_tensor_meta);
+  m.impl("_fake_quantize_learnable_per_channel_affine", &fake_quantize_learnable_per_channel_meta);
   m.impl("binomial", &binomial_meta);
   m.impl("_sample_dirichlet", &sample_dirichlet_meta);
   m.impl("_standard_gamma_grad", &standard_gamma_grad_meta);
