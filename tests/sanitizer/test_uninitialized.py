@@ -89,6 +89,17 @@ def test_out_copies_fills_random_fills_and_kernels_initialise():
     assert torch.vdev.sanitizer.finding_count() == 1
 
 
+def test_a_reduction_that_excludes_self_initialises_what_it_writes():
+    index = torch.tensor([0, 1, 1, 2], device=DEV)
+    src = torch.ones(4, device=DEV)
+    with torch.vdev.sanitizer.sanitize("init"):
+        out = torch.empty(3, device=DEV)
+        out.scatter_reduce_(0, index, src, "amax", include_self=False)  # self not read
+        assert out.sum().item() == 3
+        with pytest.raises(UninitializedReadError, match="aten::scatter_reduce_"):
+            torch.empty(3, device=DEV).scatter_reduce_(0, index, src, "amax")  # includes self
+
+
 def test_a_collective_initialises_its_output_and_reads_its_input(tmp_path):
     store = dist.FileStore(str(tmp_path / "store"), 1)
     dist.init_process_group("vccl", store=store, rank=0, world_size=1)

@@ -1,5 +1,7 @@
 #include "backend/sanitizer/operator_uses.h"
 
+#include <optional>
+#include <string>
 #include <string_view>
 #include <unordered_set>
 
@@ -23,6 +25,17 @@ bool overwrites_self(const c10::OperatorHandle& op) {
   return kNames.count(op.schema().name()) != 0;
 }
 
+// scatter_reduce_ and index_reduce_ with include_self=False replace, not read, self's values in
+// the places they write (PyTorch's own masked reductions of sparse compressed tensors write a
+// fresh empty tensor that way).
+bool reduces_without_self(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                          std::size_t first) {
+  const std::string& name = op.schema().name();
+  if (name != "aten::scatter_reduce_" && name != "aten::index_reduce_") return false;
+  const std::optional<int> i = op.schema().argumentIndexWithName("include_self");
+  return i && stack[first + *i].isBool() && !stack[first + *i].toBool();
+}
+
 }  // namespace
 
 std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
@@ -30,7 +43,7 @@ std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch:
                                      const std::vector<const c10::IValue*>& fresh) {
   std::vector<TensorUse> uses;
   const auto& args = op.schema().arguments();
-  const bool overwrite = overwrites_self(op);
+  const bool overwrite = overwrites_self(op) || reduces_without_self(op, stack, first);
   for (std::size_t i = 0; i < args.size(); ++i) {
     Access access = Access::kRead;
     if (is_written(args[i])) {
