@@ -14,7 +14,8 @@ from torch.utils.data import DataLoader, TensorDataset
 ROOT = Path(__file__).resolve().parents[2]
 DEV = "vdev"
 
-# Streams and events, graphs, reduce-overhead, DDP and FSDP2 (vccl on its comm stream), copies.
+# Streams and events, graphs, reduce-overhead, DDP and FSDP2 (vccl on its comm stream), copies,
+# sparse tensors (their members, host runs and queued products).
 SLICE = [
     "tests/streams/test_streams.py",
     "tests/graphs/test_graphs.py",
@@ -22,6 +23,7 @@ SLICE = [
     "tests/distributed/test_vccl_streams.py",
     "tests/distributed/test_sharded.py",
     "tests/profiler/test_profiler.py",
+    "tests/layouts/test_sparse.py",
 ]
 
 
