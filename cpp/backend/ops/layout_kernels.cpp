@@ -180,11 +180,12 @@ void missing_kernel(const c10::OperatorHandle& op, torch::jit::Stack*) {
   const std::string name = operator_name(op);
   const std::string unqualified = name.substr(
       name.find("::") == std::string::npos ? 0 : name.find("::") + 2);  // the table's names
-  const char* why = "neither CPU nor CUDA has a kernel for this layout";
+  const bool aten = name.rfind("aten::", 0) == 0;
+  // Outside aten (quantized::add, ...) vdev registers nothing; CUDA may (cuDNN's quantized ops).
+  const char* why = aten ? "neither CPU nor CUDA has a kernel for this layout"
+                         : "vdev runs only aten operators on this layout";
   for (const LayoutKernel& k : kLayoutKernels) {
-    if (name.rfind("aten::", 0) != 0 || unqualified != k.name ||
-        layout_name(CpuKey) != layout_name(cpu_key_of(k.layout)))
-      continue;
+    if (!aten || unqualified != k.name || CpuKey != cpu_key_of(k.layout)) continue;
     if (k.how == How::kCpuOnly) why = "CUDA has no kernel for it either (only CPU has one)";
     if (k.how == How::kCudaOnly) why = "only CUDA has a kernel for it, and vdev runs CPU's kernels";
   }
