@@ -12,29 +12,26 @@
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
 #include "backend/layouts/layout_views.h"
+#include "backend/sanitizer/operator_uses.h"
 #include "backend/sanitizer/settings.h"
 #include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
 
-// What the call reads and writes, by its schema, in terms of the dense members of its tensors.
-void sanitize_call(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+// What the call reads and writes (the sanitizer's rules for an operator's arguments,
+// sanitizer/operator_uses.h), in terms of the dense members of its tensors.
+void sanitize_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                    std::size_t first) {
   std::vector<TensorUse> uses;
-  // In-place operators that replace every byte of self without reading it.
-  const bool overwrites = schema.name() == "aten::copy_" || schema.name() == "aten::fill_" ||
-                          schema.name() == "aten::zero_";
   for (std::size_t i = first; i < stack.size(); ++i) {
-    const c10::Argument& a = schema.arguments()[i - first];
-    Access access = Access::kRead;
-    if (is_written(a)) access = a.is_out() || overwrites ? Access::kWrite : Access::kReadWrite;
+    const Access access = argument_access(op, stack, first, i - first);
     for_each_tensor(stack[i], [&](const at::Tensor& t) {
       if (!is_vdev_tensor(t)) return;
       for (at::Tensor& m : dense_members(t)) uses.push_back({std::move(m), access});
     });
   }
-  sanitize_host_access(intern_task_name(schema.name()), uses);
+  sanitize_host_access(intern_task_name(op.schema().name()), uses);
 }
 
 }  // namespace
@@ -47,7 +44,7 @@ void run_layout_op_on_host(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const c10::FunctionSchema& schema = op.schema();
   const std::size_t nargs = schema.arguments().size();
   const std::size_t first = stack->size() - nargs;
-  if (C10_UNLIKELY(sanitizing_accesses())) sanitize_call(schema, *stack, first);
+  if (C10_UNLIKELY(sanitizing_accesses())) sanitize_call(op, *stack, first);
 
   LayoutViews views;
   struct Written {

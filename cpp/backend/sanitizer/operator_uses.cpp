@@ -36,7 +36,18 @@ bool reduces_without_self(const c10::OperatorHandle& op, const torch::jit::Stack
   return i && stack[first + *i].isBool() && !stack[first + *i].toBool();
 }
 
+Access access_of(const c10::Argument& arg, bool overwrite, bool first_argument) {
+  if (!is_written(arg)) return Access::kRead;
+  return (arg.kwarg_only() || (overwrite && first_argument)) ? Access::kWrite : Access::kReadWrite;
+}
+
 }  // namespace
+
+Access argument_access(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                       std::size_t first, std::size_t i) {
+  const bool overwrite = overwrites_self(op) || reduces_without_self(op, stack, first);
+  return access_of(op.schema().arguments()[i], overwrite, i == 0);
+}
 
 std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                                      std::size_t first,
@@ -45,11 +56,7 @@ std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch:
   const auto& args = op.schema().arguments();
   const bool overwrite = overwrites_self(op) || reduces_without_self(op, stack, first);
   for (std::size_t i = 0; i < args.size(); ++i) {
-    Access access = Access::kRead;
-    if (is_written(args[i])) {
-      access =
-          (args[i].kwarg_only() || (overwrite && i == 0)) ? Access::kWrite : Access::kReadWrite;
-    }
+    const Access access = access_of(args[i], overwrite, i == 0);
     for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
       if (t.defined()) uses.push_back({t, access});
     });

@@ -17,6 +17,12 @@
 
 namespace vdev::backend {
 
+// How the call on stack[first, first + nargs) accesses its argument `i` (a schema position), by
+// the rules above: for the host runs of sparse and quantized tensors, which report the accesses
+// of their arguments' member tensors (layouts/layout_host_run.h).
+Access argument_access(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                       std::size_t first, std::size_t i);
+
 // The uses of the call's arguments stack[first, first + nargs) and of `fresh` outputs (tensors
 // or tensor lists; the caller keeps them alive while the uses are used).
 std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
