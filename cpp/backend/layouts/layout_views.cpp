@@ -58,10 +58,6 @@ c10::Storage cpu_storage_of(const c10::Storage& device_storage) {
 
 }  // namespace
 
-bool is_vdev_layout_tensor(const at::Tensor& t) {
-  return is_vdev_tensor(t) && (t.layout() != c10::kStrided || t.is_quantized());
-}
-
 std::vector<at::Tensor> dense_members(const at::Tensor& t) {
   if (t.layout() == c10::kSparse) {
     const auto* impl = at::sparse::get_sparse_impl(t);

@@ -27,9 +27,6 @@
 
 namespace vdev::backend {
 
-// Whether `t` is a vdev tensor whose layout has members (sparse or quantized).
-bool is_vdev_layout_tensor(const at::Tensor& t);
-
 // The dense vdev tensors `t` is made of (itself when it is strided and not quantized; its integer
 // representation's bytes, as a uint8 view of its storage, when quantized).
 std::vector<at::Tensor> dense_members(const at::Tensor& t);

@@ -13,7 +13,6 @@
 #include <c10/util/SmallVector.h>
 
 #include <array>
-#include <cstring>
 #include <optional>
 #include <utility>
 #include <vector>
