@@ -131,10 +131,11 @@ void bind_compile(nb::module_& m) {
       nb::arg("device"),
       "The calling thread's current stream of a device as an integer handle (the runtime "
       "stream's address, as a cudaStream_t is one): Dynamo's get_raw_stream.");
-  m.def("_kernel_threads", &backend::task_intra_op_threads,
-        "The intra-op threads a task queued now by the calling thread runs with (its "
-        "torch.get_num_threads(), at most VDEV_DEVICE_THREADS): what Inductor generates vdev "
-        "kernels for.");
+  m.def(
+      "_kernel_threads", [] { return backend::task_intra_op_threads(); },
+      "The intra-op threads a task queued now by the calling thread runs with (its "
+      "torch.get_num_threads(), at most VDEV_DEVICE_THREADS): what Inductor generates vdev "
+      "kernels for.");
 }
 
 }  // namespace vdev::bindings

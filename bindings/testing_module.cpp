@@ -86,8 +86,11 @@ void bind_probes(nb::module_& t) {
   t.def("hooks_device_count", &probes::hooks_device_count);
   t.def("hooks_maybe_exchange_device", &probes::hooks_maybe_exchange_device);
   t.def("guard_call", &probes::guard_call);
-  t.def("worker_intra_op_threads", &probes::worker_intra_op_threads,
-        nb::call_guard<nb::gil_scoped_release>());
+  t.def("worker_intra_op_threads", &probes::worker_intra_op_threads, nb::arg("device"),
+        nb::arg("elements") = 0, nb::arg("stream_id") = -1,
+        nb::call_guard<nb::gil_scoped_release>(),
+        "The intra-op threads a kernel task touching `elements` elements runs with on the stream "
+        "(the current one when -1); waits for it.");
   t.def("enqueue_cpu_busy", &probes::enqueue_cpu_busy, nb::arg("device"), nb::arg("stream_id"),
         nb::arg("seconds"), nb::arg("path"));
   t.def("enqueue_warning", &probes::enqueue_warning, nb::arg("device"), nb::arg("stream_id"),

@@ -1,6 +1,5 @@
 #include "runtime/config.h"
 
-#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -10,10 +9,10 @@
 #include <cstdlib>
 #include <limits>
 #include <stdexcept>
-#include <thread>
 #include <utility>
 
 #include "runtime/errors.h"
+#include "runtime/machine_load.h"
 
 namespace vdev::rt {
 namespace {
@@ -122,6 +121,7 @@ const Loaded& loaded() {
       }
       if (const char* v = std::getenv("VDEV_DEVICE_THREADS")) {
         l.config.device_threads = parse_thread_count(v, "VDEV_DEVICE_THREADS");
+        l.config.device_threads_set = true;
       }
       if (const char* v = std::getenv("VDEV_SANITIZER")) {
         l.config.sanitizer = parse_sanitizer_flags(v, "VDEV_SANITIZER");
@@ -263,11 +263,7 @@ DistFault parse_dist_fault(const std::string& text, const char* what) {
 }
 
 int default_device_threads() noexcept {
-  int cores = 0;
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
-  if (cores <= 0) cores = static_cast<int>(std::thread::hardware_concurrency());
-  return std::clamp(cores - 1, 1, kMaxDeviceThreads);
+  return std::clamp(machine_cpus() - 1, 1, kMaxDeviceThreads);
 }
 
 const Config& config() {

@@ -12,6 +12,7 @@
 #include "runtime/capture.h"
 #include "runtime/errors.h"
 #include "runtime/happens_before.h"
+#include "runtime/machine_load.h"
 #include "runtime/process.h"
 #include "runtime/task_trace.h"
 
@@ -44,6 +45,7 @@ struct Mark {
   // Waits for completion; returns false if the process began exiting first.
   bool wait() {
     if (done.load(std::memory_order_acquire)) return true;
+    note_host_wait();  // its idle OpenMP team goes back (runtime/machine_load.h)
     const auto spin_end = std::chrono::steady_clock::now() + kHostSpin;
     while (std::chrono::steady_clock::now() < spin_end) {
       if (done.load(std::memory_order_acquire)) return true;

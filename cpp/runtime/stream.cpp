@@ -11,6 +11,7 @@
 #include "runtime/errors.h"
 #include "runtime/fault_injection.h"
 #include "runtime/happens_before.h"
+#include "runtime/machine_load.h"
 #include "runtime/process.h"
 #include "runtime/task_trace.h"
 
@@ -165,14 +166,17 @@ void Stream::synchronize() {
 void Stream::wait_for(std::uint64_t target, bool park_strays) noexcept {
   if (in_bad_fork()) return;  // no worker will ever complete anything here
   auto done = [&] { return completed_.load() >= target || stopping(); };
-  if (!spin_until(done, kHostSpin)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!done()) {
-      // Publish the lowest count any waiter needs; the worker notifies once it gets there. A
-      // waiter woken for a lower target re-publishes its own.
-      if (target < wake_at_.load()) wake_at_.store(target);
-      if (done()) break;
-      done_cv_.wait_for(lock, std::chrono::milliseconds(100));  // also polls `stopping`
+  if (!done()) {
+    note_host_wait();  // its idle OpenMP team goes back (runtime/machine_load.h)
+    if (!spin_until(done, kHostSpin)) {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!done()) {
+        // Publish the lowest count any waiter needs; the worker notifies once it gets there. A
+        // waiter woken for a lower target re-publishes its own.
+        if (target < wake_at_.load()) wake_at_.store(target);
+        if (done()) break;
+        done_cv_.wait_for(lock, std::chrono::milliseconds(100));  // also polls `stopping`
+      }
     }
   }
   if (park_strays) park_if_stray_at_exit();  // a daemon thread must not go back to Python at exit
@@ -279,6 +283,7 @@ void Stream::worker_loop() {
     // Take everything queued in one go: one lock round trip per batch, not per task.
     batch.swap(queue_);
     busy_.store(true);
+    note_worker_busy(true);
     lock.unlock();
     for (Item& item : batch) {
       if (stopping()) break;  // queued work is abandoned at exit
@@ -300,6 +305,7 @@ void Stream::worker_loop() {
     }
     batch.clear();
     busy_.store(false);
+    note_worker_busy(false);
     lock.lock();
   }
 }

@@ -42,6 +42,9 @@ enum class TaskKind : std::uint8_t {
 struct TaskTag {
   TaskKind kind = TaskKind::kKernel;
   std::uint64_t bytes = 0;  // copies, fills, collectives
+  // Kernels: the most elements of any tensor they read or write, a hint of their size (the
+  // backend's thread policy reads it, backend/common/task.h); 0: unknown.
+  std::uint64_t elements = 0;
 };
 
 struct TaskRecord {

@@ -6,14 +6,11 @@
 //   - runs below autograd and ADInplaceOrView (the host already did the autograd work), whatever
 //     the host's grad mode, inference mode or autocast state was;
 //   - keeps the warnings its kernel raises, for the host to re-raise (common/worker_warnings.h);
-//   - uses the intra-op thread count of the queueing thread (torch.set_num_threads), at most
-//     VDEV_DEVICE_THREADS (runtime/config.h; by default the cores minus one): ATen's OpenMP/MKL
-//     thread counts are per thread, and a worker started before set_num_threads would otherwise
-//     keep the default and oversubscribe the cores when several streams run at once. The cap
-//     keeps a core for the host thread, which runs ahead while the device computes: an OpenMP
-//     team as large as the machine, sharing a core with the host, wakes its threads through the
-//     kernel at every parallel region (libgomp stops spinning once its threads outnumber the
-//     cores), which measured 1.6x slower than a team one smaller (benchmarks/bench_compile.py).
+//   - runs its kernel with the intra-op threads the thread policy gives it
+//     (backend/common/thread_policy.h: every core for a large kernel, one less for a small one,
+//     at most the queueing thread's torch.set_num_threads; VDEV_DEVICE_THREADS fixes it). ATen's
+//     OpenMP/MKL thread counts are per thread, and a worker started before set_num_threads would
+//     otherwise keep the default and oversubscribe the cores when several streams run at once.
 //
 // Thread rules: enqueue_task is called on the dispatching thread; the wrapped task runs on the
 // stream's worker. The callable must be copyable (the runtime stores std::function).
@@ -27,6 +24,7 @@
 
 #include "backend/common/check.h"
 #include "backend/common/export.h"
+#include "backend/common/thread_policy.h"
 #include "backend/common/worker_warnings.h"
 #include "runtime/stream.h"
 
@@ -37,25 +35,17 @@ namespace vdev::backend {
 // a task of it is still queued. One copy per distinct name; thread-safe.
 VDEV_BACKEND_API const char* intern_task_name(const std::string& name);
 
-// The intra-op threads of a task queued now by the calling thread: its own count, at most
-// VDEV_DEVICE_THREADS. Exported because enqueue_task, inlined into its callers, calls it.
-VDEV_BACKEND_API int task_intra_op_threads();
-
-// Makes the calling worker use `threads` intra-op threads (a no-op when it already does). Sets
-// only this thread's OpenMP and MKL counts: at::set_num_threads would also change the process
-// default that threads started later take, and torch's shared thread pool.
-VDEV_BACKEND_API void use_intra_op_threads(int threads);
-
 // `tag` says what the task is for the task observers (runtime/task_trace.h: the profiler's device
 // activities); an operator is a kernel.
 template <typename F>
 void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn, vdev::rt::TaskTag tag = {}) {
-  const int threads = task_intra_op_threads();
+  const int threads = task_intra_op_threads(tag);
+  if (tag.elements >= kLargeTaskElements) release_host_team();  // see thread_policy.h
   VDEV_RT(stream.enqueue(
       name,
       [fn = std::forward<F>(fn), threads, name, device = stream.device(),
        id = stream.id()]() mutable {
-        use_intra_op_threads(threads);
+        use_intra_op_threads(task_threads_now(threads));
         at::AutoDispatchBelowADInplaceOrView below_autograd;
         const CaptureWorkerWarnings warnings(name, device, id);  // re-raised on the host
         try {

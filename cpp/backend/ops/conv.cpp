@@ -184,13 +184,15 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
                  {weight, Access::kRead},
                  {bias, Access::kRead},
                  {out, Access::kWrite}});
-  enqueue_task(stream, "aten::convolution_overrideable",
-               [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),
-                o = cpu_alias(out), p]() mutable {
-                 o.copy_(at::convolution(
-                     in, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt, p.stride,
-                     p.padding, p.dilation, p.transposed, p.output_padding, p.groups));
-               });
+  enqueue_task(
+      stream, "aten::convolution_overrideable",
+      [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),
+       o = cpu_alias(out), p]() mutable {
+        o.copy_(at::convolution(in, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt,
+                                p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
+                                p.groups));
+      },
+      kernel_tag({&input, &weight, &out}));
   return out;
 }
 
@@ -218,17 +220,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
                  {grad_input, Access::kWrite},
                  {grad_weight, Access::kWrite},
                  {grad_bias, Access::kWrite}});
-  enqueue_task(stream, "aten::convolution_backward_overrideable",
-               [go = cpu_alias(grad_output), in = cpu_alias(input), w = cpu_alias(weight),
-                gi = alias_or_undefined(grad_input), gw = alias_or_undefined(grad_weight),
-                gb = alias_or_undefined(grad_bias), p, bias_size, output_mask]() mutable {
-                 auto [ri, rw, rb] = at::convolution_backward(
-                     go, in, w, std::vector<int64_t>{bias_size}, p.stride, p.padding, p.dilation,
-                     p.transposed, p.output_padding, p.groups, output_mask);
-                 if (gi.defined()) gi.copy_(ri);
-                 if (gw.defined()) gw.copy_(rw);
-                 if (gb.defined()) gb.copy_(rb);
-               });
+  enqueue_task(
+      stream, "aten::convolution_backward_overrideable",
+      [go = cpu_alias(grad_output), in = cpu_alias(input), w = cpu_alias(weight),
+       gi = alias_or_undefined(grad_input), gw = alias_or_undefined(grad_weight),
+       gb = alias_or_undefined(grad_bias), p, bias_size, output_mask]() mutable {
+        auto [ri, rw, rb] = at::convolution_backward(go, in, w, std::vector<int64_t>{bias_size},
+                                                     p.stride, p.padding, p.dilation, p.transposed,
+                                                     p.output_padding, p.groups, output_mask);
+        if (gi.defined()) gi.copy_(ri);
+        if (gw.defined()) gw.copy_(rw);
+        if (gb.defined()) gb.copy_(rb);
+      },
+      kernel_tag({&grad_output, &input, &weight}));
   return {grad_input, grad_weight, grad_bias};
 }
 

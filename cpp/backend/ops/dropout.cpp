@@ -67,12 +67,13 @@ std::tuple<at::Tensor, at::Tensor> vdev_native_dropout(const at::Tensor& input, 
   vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
   sanitize_task(stream, "aten::native_dropout",
                 {{input, Access::kRead}, {output, Access::kWrite}, {mask, Access::kWrite}});
-  enqueue_task(stream, "aten::native_dropout",
-               [in = AliasSpec::of(input), out = AliasSpec::of(output), m = AliasSpec::of(mask),
-                draw, keep, scale] {
-                 dropout_into(out.make(), m.make(), in.make(), keep, scale,
-                              cpu_generator_for(draw));
-               });
+  enqueue_task(
+      stream, "aten::native_dropout",
+      [in = AliasSpec::of(input), out = AliasSpec::of(output), m = AliasSpec::of(mask), draw, keep,
+       scale] {
+        dropout_into(out.make(), m.make(), in.make(), keep, scale, cpu_generator_for(draw));
+      },
+      kernel_tag({&input}));
   return {output, mask};
 }
 

@@ -75,9 +75,10 @@ void queue_fill(const char* name, DtypeCheck& check, const at::TensorBase& self,
   const RandomDraw draw = reserve_draw(gen, device);
   vdev::rt::Stream& stream = current_runtime_stream(device);
   sanitize_task(stream, name, {{at::Tensor(self), Access::kWrite}});
-  enqueue_task(stream, name, [out = AliasSpec::of(self), draw, fill] {
-    fill(out.make(), cpu_generator_for(draw));
-  });
+  enqueue_task(
+      stream, name,
+      [out = AliasSpec::of(self), draw, fill] { fill(out.make(), cpu_generator_for(draw)); },
+      kernel_tag({&self}));
 }
 
 // The same for a stub that takes a nullary TensorIterator over the filled tensor.

@@ -59,10 +59,13 @@ int hooks_maybe_exchange_device(int device) {
   return hooks().maybeExchangeDevice(static_cast<c10::DeviceIndex>(device));
 }
 
-int worker_intra_op_threads(int device) {
-  vdev::rt::Stream& stream = VDEV_RT(vdev::rt::current_stream(device));
+int worker_intra_op_threads(int device, std::uint64_t elements, std::int64_t stream_id) {
+  vdev::rt::Stream& stream = VDEV_RT(stream_id < 0 ? vdev::rt::current_stream(device)
+                                                   : vdev::rt::stream_from_id(device, stream_id));
   auto seen = std::make_shared<int>(-1);
-  enqueue_task(stream, "worker_intra_op_threads", [seen] { *seen = at::get_num_threads(); });
+  enqueue_task(
+      stream, "worker_intra_op_threads", [seen] { *seen = at::get_num_threads(); },
+      vdev::rt::TaskTag{vdev::rt::TaskKind::kKernel, 0, elements});
   VDEV_RT(stream.synchronize());
   return *seen;
 }

@@ -29,9 +29,11 @@ VDEV_TESTING_API bool hooks_is_available();
 VDEV_TESTING_API int hooks_device_count();
 VDEV_TESTING_API int hooks_maybe_exchange_device(int device);
 
-// The intra-op thread count a task queued now on the current stream of `device` sees on its
-// worker (queues a task through enqueue_task and waits for it).
-VDEV_TESTING_API int worker_intra_op_threads(int device);
+// The intra-op thread count a kernel task that touches `elements` elements (its TaskTag's hint),
+// queued now on stream `stream_id` of `device` (-1: the current one), sees on its worker (queues
+// it through enqueue_task and waits for it).
+VDEV_TESTING_API int worker_intra_op_threads(int device, std::uint64_t elements = 0,
+                                             std::int64_t stream_id = -1);
 
 // Queues on (device, stream_id) a task that multiplies CPU matrices (real ATen kernels, which
 // do not look at process exit) for `seconds`, then writes "done" to the file `path`: the long

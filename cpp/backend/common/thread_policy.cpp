@@ -1,0 +1,71 @@
+#include "backend/common/thread_policy.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+
+#include "runtime/config.h"
+#include "runtime/machine_load.h"
+
+// This thread's OpenMP and MKL thread counts, and the release of its team, resolved when the
+// process loads: weak, so that a torch built without them (another parallel backend, another
+// BLAS) leaves them null.
+extern "C" void omp_set_num_threads(int) __attribute__((weak));
+extern "C" int omp_pause_resource_all(int) __attribute__((weak));
+extern "C" int MKL_Set_Num_Threads_Local(int) __attribute__((weak));
+
+namespace vdev::backend {
+
+int task_intra_op_threads(const vdev::rt::TaskTag& tag) {
+  // Read once: tasks are only queued on a device, which needs a valid configuration.
+  static const vdev::rt::Config& c = vdev::rt::config();
+  const int host = at::get_num_threads();  // torch.set_num_threads of the queueing thread
+  if (c.device_threads_set) return std::min(host, c.device_threads);
+  const bool large = tag.kind == vdev::rt::TaskKind::kKernel && tag.elements >= kLargeTaskElements;
+  return std::min(host, large ? vdev::rt::machine_cpus() : c.device_threads);
+}
+
+int task_threads_now(int limit) {
+  static const vdev::rt::Config& c = vdev::rt::config();
+  if (c.device_threads_set) return limit;  // a fixed count
+  // Workers running tasks at once share the cores (two streams' kernels overlap, each with part).
+  const int share = vdev::rt::machine_cpus() / std::max(1, vdev::rt::busy_workers());
+  return std::clamp(share, 1, std::max(1, limit));
+}
+
+void use_intra_op_threads(int threads) {
+  // What this worker last set; -1 before its first task. at::get_num_threads() would also read
+  // it, but costs more than this comparison on every task.
+  thread_local int applied = -1;
+  if (threads == applied || threads <= 0) return;
+  if (omp_set_num_threads == nullptr) {  // not an OpenMP build: only ATen's own setter exists
+    at::set_num_threads(threads);
+  } else {
+    // ATen's lazy per-thread set-up runs first, so that it never overrides what is set here.
+    if (applied == -1) (void)at::get_num_threads();
+    omp_set_num_threads(threads);
+    if (MKL_Set_Num_Threads_Local != nullptr) MKL_Set_Num_Threads_Local(threads);
+  }
+  applied = threads;
+}
+
+
+vdev::rt::TaskTag kernel_tag(std::initializer_list<const at::TensorBase*> tensors) {
+  std::int64_t most = 0;
+  for (const at::TensorBase* t : tensors) {
+    if (t->defined()) most = std::max(most, t->numel());
+  }
+  return vdev::rt::TaskTag{vdev::rt::TaskKind::kKernel, 0, static_cast<std::uint64_t>(most)};
+}
+
+void release_host_team() noexcept {
+  constexpr int kOmpPauseSoft = 1;  // omp_pause_soft: the threads go, the settings stay
+  if (omp_pause_resource_all != nullptr) (void)omp_pause_resource_all(kOmpPauseSoft);
+}
+
+namespace {
+// A host thread that starts waiting for the device gives its team back (runtime/machine_load.h).
+const bool g_hooked = (vdev::rt::set_host_wait_hook(&release_host_team), true);
+}  // namespace
+
+}  // namespace vdev::backend

@@ -1,0 +1,57 @@
+// How many intra-op (OpenMP/MKL) threads a device kernel runs with, and keeping libgomp's spin
+// throttle off so that those threads hand work to each other as fast as on CPU.
+//
+// The policy (docs/architecture.md, "Cores"): a kernel that touches a large tensor (at least
+// kLargeTaskElements elements of one tensor) gets every core; a smaller one gets the cores minus
+// one, so that the host thread, which runs ahead queueing work, keeps a core. Both are capped by
+// the queueing thread's torch.get_num_threads(), and shared among the stream workers running
+// tasks at the moment one starts. VDEV_DEVICE_THREADS overrides it: a fixed count (capped the
+// same way).
+//
+// Why the host's idle team is released (release_host_team): libgomp spins ~300,000 pauses
+// (milliseconds) at each barrier, unless the process's pooled OpenMP threads outnumber the
+// cores; then every team in the process sleeps in the kernel at each barrier instead, and every
+// parallel region pays two wake-ups (measured: a small MLP's training step 2.9 ms instead of
+// 1.9). The host thread's team, idle while the device computes, is what tips the count, so the
+// host thread gives it back to libgomp (omp_pause_resource_all) when it waits for the device and
+// before it queues a large kernel; its next CPU parallel region makes a new one (~30 us).
+//
+// Thread rules: task_intra_op_threads and release_host_team run on the queueing (host) thread;
+// task_threads_now and use_intra_op_threads on the stream worker that runs the task.
+#pragma once
+
+#include <ATen/core/TensorBase.h>
+
+#include <cstdint>
+#include <initializer_list>
+
+#include "backend/common/export.h"
+#include "runtime/task_trace.h"
+
+namespace vdev::backend {
+
+// A kernel that touches a tensor of this many elements or more gets every core.
+inline constexpr std::uint64_t kLargeTaskElements = std::uint64_t{1} << 18;
+
+// The tag of a kernel task that reads or writes `tensors` (undefined ones are skipped): its
+// elements hint is the most elements of one of them.
+VDEV_BACKEND_API vdev::rt::TaskTag kernel_tag(std::initializer_list<const at::TensorBase*> tensors);
+
+// The most intra-op threads of a task queued now by the calling thread with `tag`. Exported
+// because enqueue_task, inlined into its callers, calls it.
+VDEV_BACKEND_API int task_intra_op_threads(const vdev::rt::TaskTag& tag = {});
+
+// The threads a task whose limit is `limit` runs with if it starts now, on its worker: its share
+// of the cores among the workers running tasks.
+VDEV_BACKEND_API int task_threads_now(int limit);
+
+// Makes the calling worker use `threads` intra-op threads (a no-op when it already does). Sets
+// only this thread's OpenMP and MKL counts: at::set_num_threads would also change the process
+// default that threads started later take, and torch's shared thread pool.
+VDEV_BACKEND_API void use_intra_op_threads(int threads);
+
+// Gives the calling thread's idle OpenMP team back to libgomp (nothing when it has none, or
+// inside a parallel region). Called on the host thread; see above.
+VDEV_BACKEND_API void release_host_team() noexcept;
+
+}  // namespace vdev::backend

@@ -1,0 +1,30 @@
+// What the machine's cores are doing, as far as the backend's thread policy needs to know
+// (backend/common/thread_policy.h): how many stream workers are running tasks now, how many CPUs
+// the process may use, and a hook run when a host thread starts waiting for the device (a
+// stream, event or device synchronize), when its own idle OpenMP team can be given back.
+//
+// Thread rules: every function is safe from any thread. busy_workers() is a relaxed count, read
+// as a hint when a task starts.
+#pragma once
+
+#include "runtime/export.h"
+
+namespace vdev::rt {
+
+// The calling host thread is about to wait for the device: runs the hook.
+VDEV_RT_API void note_host_wait() noexcept;
+
+// Called on a host thread when it starts a wait for the device (note_host_wait). Set once, when
+// the backend loads; must not throw.
+VDEV_RT_API void set_host_wait_hook(void (*hook)() noexcept) noexcept;
+
+// Stream workers running a batch of tasks now (the caller's included, on a worker).
+VDEV_RT_API int busy_workers() noexcept;
+
+// A worker starts or ends a batch of tasks (runtime/stream.cpp).
+VDEV_RT_API void note_worker_busy(bool busy) noexcept;
+
+// The CPUs in this process's affinity mask when first asked (at least 1).
+VDEV_RT_API int machine_cpus() noexcept;
+
+}  // namespace vdev::rt
