@@ -130,6 +130,22 @@ def test_to_device_and_back_is_bit_exact(dev, dtype):
     assert same_bytes(v.to("vdev:1" if dev == "vdev:0" else "vdev:0").cpu(), x)
 
 
+@pytest.mark.parametrize("nbytes", [(2 << 20) - 1, 2 << 20, (5 << 20) + 3])
+@pytest.mark.parametrize("non_blocking", [False, True])
+def test_large_copies_run_as_cpus_copy_and_keep_every_byte(nbytes, non_blocking):
+    # From 2 MiB on, a synchronous copy between host and device runs as CPU's copy_ (split among
+    # the intra-op threads), below as one memcpy: both keep every byte, in both directions, also
+    # into a device view at an offset.
+    g = torch.Generator().manual_seed(nbytes)
+    src = torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=g)
+    dev = torch.zeros(nbytes + 5, dtype=torch.uint8, device="vdev")
+    dev[5:].copy_(src, non_blocking=non_blocking)
+    back = torch.empty(nbytes, dtype=torch.uint8)
+    back.copy_(dev[5:], non_blocking=non_blocking)
+    assert torch.equal(back, src)
+    assert dev[:5].cpu().tolist() == [0] * 5
+
+
 def test_copy_converts_dtype_and_broadcasts_like_cpu():
     src = torch.arange(3, dtype=torch.int32)
     dst = torch.zeros(2, 3, dtype=torch.float64, device="vdev:1")

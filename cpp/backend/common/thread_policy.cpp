@@ -49,7 +49,6 @@ void use_intra_op_threads(int threads) {
   applied = threads;
 }
 
-
 vdev::rt::TaskTag kernel_tag(std::initializer_list<const at::TensorBase*> tensors) {
   std::int64_t most = 0;
   for (const at::TensorBase* t : tensors) {
