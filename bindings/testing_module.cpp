@@ -91,6 +91,7 @@ void bind_probes(nb::module_& t) {
         nb::call_guard<nb::gil_scoped_release>(),
         "The intra-op threads a kernel task touching `elements` elements runs with on the stream "
         "(the current one when -1); waits for it.");
+  t.def("hook_checks_ns", &probes::hook_checks_ns, nb::arg("iterations"));
   t.def("enqueue_cpu_busy", &probes::enqueue_cpu_busy, nb::arg("device"), nb::arg("stream_id"),
         nb::arg("seconds"), nb::arg("path"));
   t.def("enqueue_warning", &probes::enqueue_warning, nb::arg("device"), nb::arg("stream_id"),

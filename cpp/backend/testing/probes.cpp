@@ -8,6 +8,7 @@
 #include <ATen/ops/mm.h>
 #include <ATen/ops/ones.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <memory>
@@ -15,7 +16,12 @@
 #include "backend/common/check.h"
 #include "backend/common/task.h"
 #include "backend/common/vdev_device.h"
+#include "backend/memory/memory_history.h"
+#include "backend/sanitizer/settings.h"
+#include "runtime/fault_injection.h"
+#include "runtime/happens_before.h"
 #include "runtime/stream_registry.h"
+#include "runtime/task_trace.h"
 
 namespace vdev::backend::testing {
 namespace {
@@ -68,6 +74,24 @@ int worker_intra_op_threads(int device, std::uint64_t elements, std::int64_t str
       vdev::rt::TaskTag{vdev::rt::TaskKind::kKernel, 0, elements});
   VDEV_RT(stream.synchronize());
   return *seen;
+}
+
+double hook_checks_ns(std::int64_t iterations) {
+  int on = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (std::int64_t i = 0; i < iterations; ++i) {
+    on += vdev::rt::task_tracing();                                      // Stream::enqueue
+    on += sanitizing_accesses();                                         // the executor, copies
+    on += poisoning() + poisoning();                                     // allocation and free
+    on += memory_history_enabled() + memory_history_enabled();           // allocation and free
+    on += vdev::rt::hb::tracking();                                      // synchronize, query
+    on += vdev::rt::take_injected_fault(vdev::rt::Fault::kDeviceAlloc);  // allocation
+    asm volatile("" ::: "memory");  // each iteration loads every flag again
+  }
+  const auto end = std::chrono::steady_clock::now();
+  TORCH_CHECK(on == 0, "hook_checks_ns: a tool is on; the figure is for the off path");
+  return std::chrono::duration<double, std::nano>(end - start).count() /
+         static_cast<double>(std::max<std::int64_t>(iterations, 1));
 }
 
 void enqueue_cpu_busy(int device, std::int64_t stream_id, double seconds, const std::string& path) {

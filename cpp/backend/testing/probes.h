@@ -35,6 +35,12 @@ VDEV_TESTING_API int hooks_maybe_exchange_device(int device);
 VDEV_TESTING_API int worker_intra_op_threads(int device, std::uint64_t elements = 0,
                                              std::int64_t stream_id = -1);
 
+// The checks a small queued operator's host path makes for the bug finders and the profiler when
+// none is on (profiler timeline, stream sanitizer and init tool, poison tool and memory history
+// at an allocation and a free, happens-before clocks, injected allocation faults), `iterations`
+// times: nanoseconds per operator's worth. Throws if any tool is on.
+VDEV_TESTING_API double hook_checks_ns(std::int64_t iterations);
+
 // Queues on (device, stream_id) a task that multiplies CPU matrices (real ATen kernels, which
 // do not look at process exit) for `seconds`, then writes "done" to the file `path`: the long
 // kernel the exit rule must wait for (runtime/process.h).
