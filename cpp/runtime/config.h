@@ -10,10 +10,10 @@
 //   VDEV_PROFILE        what the simulated device is: a built-in profile name (default, sm75,
 //                       sm80, sm90, mps) or the path of a JSON profile (runtime/profile.h); its
 //                       memory is the default of VDEV_DEVICE_MEMORY
-//   VDEV_DEVICE_THREADS intra-op threads each stream worker runs its kernels with, an integer in
-//                       1..kMaxDeviceThreads (default: the cores this process may use minus one,
-//                       at least 1: one core stays with the host thread, which runs ahead of the
-//                       device as a GPU's host does)
+//   VDEV_DEVICE_THREADS a fixed count of intra-op threads for every kernel of a stream worker, an
+//                       integer in 1..kMaxDeviceThreads; unset: the backend's thread policy
+//                       (backend/common/thread_policy.h), and device_threads holds the cores
+//                       this process may use minus one (at least 1), a small kernel's count
 //   VDEV_SANITIZER      the bug finders on from the start (backend/sanitizer/): a comma-separated
 //                       list of streams, init, poison, and warn (report and go on instead of
 //                       raising); empty or unset: none
@@ -97,8 +97,8 @@ VDEV_RT_API std::int64_t parse_oom_after(const std::string& text, const char* wh
 // VDEV_DIST_FAULT: RANK:N:MODE, RANK an integer >= 0, N an integer >= 1, MODE abort or hang.
 VDEV_RT_API DistFault parse_dist_fault(const std::string& text, const char* what);
 
-// The default of VDEV_DEVICE_THREADS: the CPUs in this process's affinity mask minus one, at
-// least 1.
+// device_threads when VDEV_DEVICE_THREADS is unset: the CPUs in this process's affinity mask
+// minus one, at least 1 (a small kernel's thread count under the policy).
 VDEV_RT_API int default_device_threads() noexcept;
 
 }  // namespace vdev::rt
