@@ -124,6 +124,12 @@ void bind_gates(nb::module_& t) {
         [](int device, std::int64_t id) { rt::stream_from_id(device, id).enqueue("noop", [] {}); });
   t.def("stream_query",
         [](int device, std::int64_t id) { return rt::stream_from_id(device, id).query(); });
+  t.def(
+      "stream_running_task",
+      [](int device, std::int64_t id) {
+        return std::string(rt::stream_from_id(device, id).running_task());
+      },
+      "The name of the task the stream's worker runs or ran last ('' before the first).");
 }
 
 }  // namespace

@@ -45,7 +45,9 @@ struct Mark {
   // Waits for completion; returns false if the process began exiting first.
   bool wait() {
     if (done.load(std::memory_order_acquire)) return true;
-    note_host_wait();  // its idle OpenMP team goes back (runtime/machine_load.h)
+    // A host thread's idle OpenMP team goes back (runtime/machine_load.h); a worker (an event
+    // wait task) keeps its own.
+    if (!on_stream_worker()) note_host_wait();
     const auto spin_end = std::chrono::steady_clock::now() + kHostSpin;
     while (std::chrono::steady_clock::now() < spin_end) {
       if (done.load(std::memory_order_acquire)) return true;

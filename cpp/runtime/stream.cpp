@@ -167,7 +167,9 @@ void Stream::wait_for(std::uint64_t target, bool park_strays) noexcept {
   if (in_bad_fork()) return;  // no worker will ever complete anything here
   auto done = [&] { return completed_.load() >= target || stopping(); };
   if (!done()) {
-    note_host_wait();  // its idle OpenMP team goes back (runtime/machine_load.h)
+    // A host thread's idle OpenMP team goes back (runtime/machine_load.h); a worker (an event
+    // wait task) keeps its own.
+    if (!on_stream_worker()) note_host_wait();
     if (!spin_until(done, kHostSpin)) {
       std::unique_lock<std::mutex> lock(mu_);
       while (!done()) {

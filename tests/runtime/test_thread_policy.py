@@ -149,3 +149,40 @@ def test_queueing_a_large_kernel_gives_the_host_team_back_and_cpu_work_still_run
     cpus, released, cpu_ok, y0 = out
     assert int(released) == int(cpus) - 1
     assert cpu_ok == "True" and float(y0) == 2.0
+
+
+@pytest.mark.skipif(CPUS < 2, reason="a one-core machine has no OpenMP team to give back")
+def test_a_worker_waiting_on_an_event_keeps_its_openmp_team():
+    # Only host threads give their team back when they wait: a stream's worker blocked in a
+    # wait_event task keeps the team its large kernels run with (remaking it costs ~30 us).
+    out = script_output(
+        """
+        import os, sys, time, torch
+        sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+        from asyncutil import gated, wait_until_blocked
+        from torch_vdev import _testing as t
+        cpus = len(os.sched_getaffinity(0))
+        torch.set_num_threads(cpus)
+        threads = lambda: len(os.listdir("/proc/self/task"))
+        a, b = torch.vdev.Stream(), torch.vdev.Stream()
+        with torch.vdev.stream(a):
+            x = torch.ones(1 << 20, device="vdev")
+            (x * 2).sum()  # a large kernel: a's worker makes its team
+        with torch.vdev.stream(b):
+            torch.ones(8, device="vdev")  # b's worker exists
+        torch.vdev.synchronize()
+        before = threads()
+        e = torch.vdev.Event()
+        with gated(b) as gate:
+            wait_until_blocked(gate)
+            e.record(b)
+            a.wait_event(e)
+            deadline = time.monotonic() + 60  # a bound, not a timing assertion
+            while t.stream_running_task(0, a.stream_id) != "wait_event":
+                assert time.monotonic() < deadline
+                time.sleep(0.001)
+        torch.vdev.synchronize()
+        print(before - threads())
+        """
+    )
+    assert out == ["0"]
