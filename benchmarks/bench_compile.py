@@ -8,8 +8,8 @@
   on each device;
 - the compiled step on vdev against the eager step on vdev (no target);
 - the compiled step on vdev against CPU compiled with the intra-op threads vdev's kernels run with
-  (VDEV_DEVICE_THREADS caps them, by default the cores minus one, leaving one to the host): the
-  same compute threads on both sides (no target).
+  (the thread policy's count for a small kernel, the cores minus one, or VDEV_DEVICE_THREADS):
+  the same compute threads on both sides (no target).
 
     python benchmarks/bench_compile.py [--out results.json] [--quick]
 """

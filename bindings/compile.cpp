@@ -133,9 +133,9 @@ void bind_compile(nb::module_& m) {
       "stream's address, as a cudaStream_t is one): Dynamo's get_raw_stream.");
   m.def(
       "_kernel_threads", [] { return backend::task_intra_op_threads(); },
-      "The intra-op threads a task queued now by the calling thread runs with (its "
-      "torch.get_num_threads(), at most VDEV_DEVICE_THREADS): what Inductor generates vdev "
-      "kernels for.");
+      "The intra-op threads a small kernel queued now by the calling thread runs with (its "
+      "torch.get_num_threads(), at most the cores minus one, or VDEV_DEVICE_THREADS when set): "
+      "what Inductor generates vdev kernels for.");
 }
 
 }  // namespace vdev::bindings
