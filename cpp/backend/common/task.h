@@ -40,7 +40,8 @@ VDEV_BACKEND_API const char* intern_task_name(const std::string& name);
 template <typename F>
 void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn, vdev::rt::TaskTag tag = {}) {
   const int threads = task_intra_op_threads(tag);
-  if (tag.elements >= kLargeTaskElements) release_host_team();  // see thread_policy.h
+  // A team for the worker: the host's idle one must not tip libgomp's count (thread_policy.h).
+  if (threads > 1 && tag.elements >= kLargeTaskElements) release_host_team();
   VDEV_RT(stream.enqueue(
       name,
       [fn = std::forward<F>(fn), threads, name, device = stream.device(),
