@@ -186,3 +186,32 @@ def test_a_worker_waiting_on_an_event_keeps_its_openmp_team():
         """
     )
     assert out == ["0"]
+
+
+@pytest.mark.skipif(CPUS < 2, reason="a one-core machine has no OpenMP team to give back")
+def test_a_matrix_product_is_large_by_its_multiply_adds_not_its_tensors():
+    # 64x256 @ 256x512: no tensor reaches 2^18 elements, but 8.4M multiply-adds do (16 per
+    # element): a large kernel, so queueing it gives the host's team back; 8x8 @ 8x8 does not.
+    out = script_output(
+        """
+        import os, time, torch
+        cpus = len(os.sched_getaffinity(0))
+        torch.set_num_threads(cpus)
+        threads = lambda: len(os.listdir("/proc/self/task"))
+        a, b = torch.randn(64, 256, device="vdev"), torch.randn(256, 512, device="vdev")
+        s, t = torch.randn(8, 8, device="vdev"), torch.randn(8, 8, device="vdev")
+        (a @ b).sum().item()  # plans made, the worker's team exists
+        c = torch.ones(1 << 22)
+        c.sum()  # CPU work: the host's team
+        before = threads()
+        s @ t
+        small = before - threads()
+        a @ b
+        deadline = time.monotonic() + 60  # a bound, not a timing assertion
+        while threads() > before - (cpus - 1) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        print(cpus, small, before - threads())
+        """
+    )
+    cpus, small, large = map(int, out)
+    assert (small, large) == (0, cpus - 1)

@@ -5,7 +5,6 @@
 #include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -130,18 +129,6 @@ void sanitize_operator(const c10::OperatorHandle& op, const torch::jit::Stack& s
   sanitize_queued(stream, plan.task_name, operator_uses(op, stack, first, fresh));
 }
 
-// The most elements of a tensor the call reads or writes: the thread policy's hint of its size.
-std::uint64_t largest_tensor_elements(const torch::jit::Stack& stack, std::size_t first,
-                                      const std::vector<c10::IValue>& outputs) {
-  std::int64_t most = 0;
-  auto see = [&](const c10::IValue& v) {
-    if (v.isTensor()) most = std::max(most, v.toTensor().numel());
-  };
-  for (std::size_t i = first; i < stack.size(); ++i) see(stack[i]);
-  for (const c10::IValue& o : outputs) see(o);
-  return static_cast<std::uint64_t>(most);
-}
-
 }  // namespace
 
 EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
@@ -184,13 +171,12 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
   const c10::DeviceGuard guard(device);
   std::vector<c10::IValue> outputs = device_outputs(*plan, returns, *stack, first, device);
   const char* name = plan->task_name;  // before `plan` moves into the task
+  const vdev::rt::TaskTag tag{vdev::rt::TaskKind::kKernel, 0, plan->size_hint};
   vdev::rt::Stream& stream = current_runtime_stream(device.index());
   if (C10_UNLIKELY(sanitizing_accesses()))
     sanitize_operator(op, *stack, first, *plan, outputs, stream);
   OperatorTask task = OperatorTask::capture(op, std::move(plan), *stack, first, outputs, draw);
-  enqueue_task(stream, name, std::move(task),
-               vdev::rt::TaskTag{vdev::rt::TaskKind::kKernel, 0,
-                                 largest_tensor_elements(*stack, first, outputs)});
+  enqueue_task(stream, name, std::move(task), tag);
 
   torch::jit::drop(*stack, nargs);
   for (auto& o : outputs) stack->push_back(std::move(o));

@@ -6,6 +6,11 @@
 #include <ATen/record_function.h>
 #include <c10/util/accumulate.h>
 
+#include <algorithm>
+#include <optional>
+#include <string_view>
+#include <utility>
+
 #include "backend/checks/stand_in_check.h"
 #include "backend/common/alert_filter.h"
 #include "backend/common/schema_arguments.h"
@@ -166,6 +171,45 @@ bool mark_undefined_returns(const LaunchPlan& plan, std::vector<MetaReturn>& ret
   return marked;
 }
 
+namespace {
+
+// The positions of the two matrix arguments of a matrix product (A: [..., M, K], B: [..., K, N]),
+// whose multiply-adds are numel(A) * N; nullopt for any other operator.
+std::optional<std::pair<std::size_t, std::size_t>> product_operands(std::string_view name) {
+  if (name == "aten::mm" || name == "aten::bmm") return std::pair<std::size_t, std::size_t>{0, 1};
+  if (name == "aten::addmm" || name == "aten::baddbmm" || name == "aten::addbmm" ||
+      name == "aten::_addmm_activation") {
+    return std::pair<std::size_t, std::size_t>{1, 2};
+  }
+  return std::nullopt;
+}
+
+std::uint64_t size_hint(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
+                        std::size_t first, const std::vector<MetaReturn>& returns) {
+  std::int64_t most = 0;
+  for (std::size_t i = first; i < stack.size(); ++i) {
+    if (stack[i].isTensor()) most = std::max(most, stack[i].toTensor().numel());
+  }
+  for (const MetaReturn& r : returns) {
+    for (const MetaTensor& t : r.tensors) {
+      if (t.defined) most = std::max(most, c10::multiply_integers(t.sizes));
+    }
+  }
+  auto hint = static_cast<std::uint64_t>(most);
+  if (auto ab = product_operands(schema.name())) {
+    const c10::IValue& a = stack[first + ab->first];
+    const c10::IValue& b = stack[first + ab->second];
+    if (a.isTensor() && b.isTensor() && b.toTensor().dim() >= 2) {
+      const auto macs = static_cast<std::uint64_t>(a.toTensor().numel()) *
+                        static_cast<std::uint64_t>(b.toTensor().size(-1));
+      hint = std::max(hint, macs / kMultiplyAddsPerElement);
+    }
+  }
+  return hint;
+}
+
+}  // namespace
+
 std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op,
                                                    const torch::jit::Stack& stack,
                                                    std::size_t first, std::size_t nargs) {
@@ -198,6 +242,7 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   }
   plan->all_fresh = n_aliased == 0;
   plan->generator_arg = generator_argument(schema);
+  plan->size_hint = size_hint(schema, stack, first, plan->returns);
   // A pointwise operator's outputs take TensorIterator's layout, which CPU's and CUDA's kernels
   // give them: fresh ones, and an empty out= tensor when resized. PyTorch's Python meta functions
   // say contiguous for some (copysign, xlogy: inputs of different layouts; abs.out: a transposed

@@ -17,6 +17,7 @@
 #include <ATen/core/stack.h>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -57,7 +58,16 @@ struct LaunchPlan {
   // call runs on the host, so that the warning comes at the call, not at the next synchronize
   // from a stream worker. Such warnings depend on sizes and flags, which the plan is keyed by.
   bool warns_on_host = false;
+  // The thread policy's hint of the kernel's size (TaskTag::elements,
+  // backend/common/thread_policy.h): the most elements of one tensor it reads or writes, or for a
+  // matrix product its multiply-adds divided by kMultiplyAddsPerElement, whichever is more.
+  // Computed once per signature.
+  std::uint64_t size_hint = 0;
 };
+
+// Multiply-adds of a matrix product worth one element of an element-wise kernel, for the size
+// hint: MKL's vectorised products do some 16-32 per cycle, element-wise kernels about one element.
+inline constexpr std::uint64_t kMultiplyAddsPerElement = 16;
 
 // The returns' metadata of `op` applied to stack[first, first + nargs), by its meta kernel (CPU
 // tensor arguments as they are); nullopt when the meta kernel fails or returns a non-tensor.
