@@ -1,10 +1,11 @@
 // How many intra-op (OpenMP/MKL) threads a device kernel runs with, and keeping libgomp's spin
 // throttle off so that those threads hand work to each other as fast as on CPU.
 //
-// The policy (docs/architecture.md, "Cores"): a kernel that touches a large tensor (at least
-// kLargeTaskElements elements of one tensor) gets every core; a smaller one gets the cores minus
-// one, so that the host thread, which runs ahead queueing work, keeps a core. Both are capped by
-// the queueing thread's torch.get_num_threads(), and shared among the stream workers running
+// The policy (docs/architecture.md, "Cores"): a kernel whose size hint (TaskTag::elements: the
+// most elements of one tensor it touches; for a matrix product its multiply-adds / 16, see
+// executor/launch_plan.h) reaches kLargeTaskElements gets every core; a smaller one gets the cores
+// minus one, so that the host thread, which runs ahead queueing work, keeps a core. Both are capped
+// by the queueing thread's torch.get_num_threads(), and shared among the stream workers running
 // tasks at the moment one starts. VDEV_DEVICE_THREADS overrides it: a fixed count (capped the
 // same way).
 //
@@ -30,7 +31,7 @@
 
 namespace vdev::backend {
 
-// A kernel that touches a tensor of this many elements or more gets every core.
+// A kernel whose size hint reaches this gets every core.
 inline constexpr std::uint64_t kLargeTaskElements = std::uint64_t{1} << 18;
 
 // The tag of a kernel task that reads or writes `tensors` (undefined ones are skipped): its
