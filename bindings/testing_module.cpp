@@ -18,6 +18,7 @@
 #include "bindings/errors.h"
 #include "runtime/config.h"
 #include "runtime/fault_injection.h"
+#include "runtime/machine_load.h"
 #include "runtime/memory.h"
 #include "runtime/process.h"
 #include "runtime/profile.h"
@@ -92,6 +93,10 @@ void bind_probes(nb::module_& t) {
         "The intra-op threads a kernel task touching `elements` elements runs with on the stream "
         "(the current one when -1); waits for it.");
   t.def("hook_checks_ns", &probes::hook_checks_ns, nb::arg("iterations"));
+  t.def("busy_workers", &rt::busy_workers,
+        "Stream workers running a task now, not counting those blocked in an event wait.");
+  t.def("host_team_releases", &probes::host_team_releases,
+        "How many times a host thread gave its idle OpenMP team back (the thread policy).");
   t.def("enqueue_cpu_busy", &probes::enqueue_cpu_busy, nb::arg("device"), nb::arg("stream_id"),
         nb::arg("seconds"), nb::arg("path"));
   t.def("enqueue_warning", &probes::enqueue_warning, nb::arg("device"), nb::arg("stream_id"),

@@ -46,8 +46,13 @@ struct Mark {
   bool wait() {
     if (done.load(std::memory_order_acquire)) return true;
     // A host thread's idle OpenMP team goes back (runtime/machine_load.h); a worker (an event
-    // wait task) keeps its own.
-    if (!on_stream_worker()) note_host_wait();
+    // wait task) keeps its own, and does not count as computing while it waits.
+    std::optional<WorkerWaiting> worker_waits;
+    if (on_stream_worker()) {
+      worker_waits.emplace();
+    } else {
+      note_host_wait();
+    }
     const auto spin_end = std::chrono::steady_clock::now() + kHostSpin;
     while (std::chrono::steady_clock::now() < spin_end) {
       if (done.load(std::memory_order_acquire)) return true;

@@ -26,6 +26,12 @@ std::int64_t arm_fault_after(Fault f, std::int64_t after) noexcept {
   return point(f).countdown.exchange(after < 0 ? -1 : after);
 }
 
+bool injected_fault_armed(Fault f) noexcept {
+  const Point& p = point(f);
+  return p.countdown.load(std::memory_order_relaxed) >= 0 ||
+         p.pending.load(std::memory_order_relaxed) > 0;
+}
+
 bool take_injected_fault(Fault f) noexcept {
   Point& p = point(f);
   // The countdown first: each operation takes one step; the one that finds 0 fails and leaves -1.

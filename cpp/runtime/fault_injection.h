@@ -38,5 +38,8 @@ VDEV_RT_API std::int64_t arm_fault_after(Fault f, std::int64_t after) noexcept;
 
 // At the fault point: whether this operation fails (consuming the injected fault if so).
 VDEV_RT_API bool take_injected_fault(Fault f) noexcept;
+// Whether a fault is armed or pending at `f`, taking no step: the loads take_injected_fault makes
+// when none is (benchmarks/bench_hooks.py times them).
+VDEV_RT_API bool injected_fault_armed(Fault f) noexcept;
 
 }  // namespace vdev::rt

@@ -18,11 +18,22 @@ VDEV_RT_API void note_host_wait() noexcept;
 // the backend loads; must not throw.
 VDEV_RT_API void set_host_wait_hook(void (*hook)() noexcept) noexcept;
 
-// Stream workers running a batch of tasks now (the caller's included, on a worker).
+// Stream workers running a task now (the caller's included, on a worker), not counting those
+// blocked in an event wait.
 VDEV_RT_API int busy_workers() noexcept;
 
-// A worker starts or ends a batch of tasks (runtime/stream.cpp).
+// A worker starts or ends a task (runtime/stream.cpp).
 VDEV_RT_API void note_worker_busy(bool busy) noexcept;
+
+// While it lives, the calling worker, blocked in a wait (an event wait task), does not count as
+// running a task: the cores are for the workers that compute.
+class WorkerWaiting {
+ public:
+  WorkerWaiting() noexcept { note_worker_busy(false); }
+  ~WorkerWaiting() { note_worker_busy(true); }
+  WorkerWaiting(const WorkerWaiting&) = delete;
+  WorkerWaiting& operator=(const WorkerWaiting&) = delete;
+};
 
 // The CPUs in this process's affinity mask when first asked (at least 1).
 VDEV_RT_API int machine_cpus() noexcept;

@@ -285,16 +285,17 @@ void Stream::worker_loop() {
     // Take everything queued in one go: one lock round trip per batch, not per task.
     batch.swap(queue_);
     busy_.store(true);
-    note_worker_busy(true);
     lock.unlock();
     for (Item& item : batch) {
       if (stopping()) break;  // queued work is abandoned at exit
       running_.store(item.name, std::memory_order_relaxed);
+      note_worker_busy(true);  // per task, and ended before its completion is visible
       if (item.launch_ns == 0) {
         run(item);
       } else {
         run_traced(item);
       }
+      note_worker_busy(false);
       item.fn = nullptr;  // destroy the captures on this thread, before signalling
       const std::uint64_t done = completed_.fetch_add(1) + 1;
       // seq_cst on completed_ and wake_at_ pairs with synchronize(): either the waiter sees the
@@ -307,7 +308,6 @@ void Stream::worker_loop() {
     }
     batch.clear();
     busy_.store(false);
-    note_worker_busy(false);
     lock.lock();
   }
 }

@@ -2,10 +2,14 @@
 
 #include <ATen/Parallel.h>
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <atomic>
 
 #include "runtime/config.h"
 #include "runtime/machine_load.h"
+#include "runtime/process.h"
 
 // This thread's OpenMP and MKL thread counts, and the release of its team, resolved when the
 // process loads: weak, so that a torch built without them (another parallel backend, another
@@ -13,6 +17,8 @@
 extern "C" void omp_set_num_threads(int) __attribute__((weak));
 extern "C" int omp_pause_resource_all(int) __attribute__((weak));
 extern "C" int MKL_Set_Num_Threads_Local(int) __attribute__((weak));
+// Defined by LLVM's and Intel's OpenMP runtimes, not by libgomp (whose pause is per thread).
+extern "C" void __kmpc_fork_call() __attribute__((weak));
 
 namespace vdev::backend {
 
@@ -57,14 +63,30 @@ vdev::rt::TaskTag kernel_tag(std::initializer_list<const at::TensorBase*> tensor
   return vdev::rt::TaskTag{vdev::rt::TaskKind::kKernel, 0, static_cast<std::uint64_t>(most)};
 }
 
+namespace {
+std::atomic<bool> g_forked_child{false};
+std::atomic<std::uint64_t> g_releases{0};
+void note_forked_child() { g_forked_child.store(true, std::memory_order_relaxed); }
+}  // namespace
+
 void release_host_team() noexcept {
+  // libgomp's pause frees the calling thread's pool only; LLVM's and Intel's pause every team.
+  if (omp_pause_resource_all == nullptr || __kmpc_fork_call != nullptr) return;
+  // A forked child holds the parent's pool record without its threads: the pause would wait
+  // for them for ever. At exit, the pool's threads would exit during static destruction.
+  if (g_forked_child.load(std::memory_order_relaxed) || vdev::rt::stopping()) return;
   constexpr int kOmpPauseSoft = 1;  // omp_pause_soft: the threads go, the settings stay
-  if (omp_pause_resource_all != nullptr) (void)omp_pause_resource_all(kOmpPauseSoft);
+  g_releases.fetch_add(1, std::memory_order_relaxed);
+  (void)omp_pause_resource_all(kOmpPauseSoft);
 }
+
+std::uint64_t host_team_releases() noexcept { return g_releases.load(std::memory_order_relaxed); }
 
 namespace {
 // A host thread that starts waiting for the device gives its team back (runtime/machine_load.h).
 const bool g_hooked = (vdev::rt::set_host_wait_hook(&release_host_team), true);
+// Any fork: the child must never pause (above), whether or not vdev was initialised before.
+const bool g_atfork = (pthread_atfork(nullptr, nullptr, &note_forked_child) == 0);
 }  // namespace
 
 }  // namespace vdev::backend

@@ -52,7 +52,12 @@ VDEV_BACKEND_API int task_threads_now(int limit);
 VDEV_BACKEND_API void use_intra_op_threads(int threads);
 
 // Gives the calling thread's idle OpenMP team back to libgomp (nothing when it has none, or
-// inside a parallel region). Called on the host thread; see above.
+// inside a parallel region). Called on the host thread; see above. Does nothing under another
+// OpenMP runtime (LLVM's and Intel's pause is process-wide), in a forked child (the pool's
+// threads did not survive the fork: the pause would wait for them for ever), or at exit.
 VDEV_BACKEND_API void release_host_team() noexcept;
+
+// How many times release_host_team gave a team back (or found none), for tests.
+VDEV_BACKEND_API std::uint64_t host_team_releases() noexcept;
 
 }  // namespace vdev::backend

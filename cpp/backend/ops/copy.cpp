@@ -14,9 +14,10 @@
 //   device -> device always queued (same device: on its current stream; across devices: on the
 //                    source device's current stream, with a two-way event barrier between the two
 //                    devices' current streams, as CUDA's copy kernel does).
-// A blocking copy waits only for the stream it uses. Same-dtype contiguous copies are one memcpy;
-// anything else (dtype conversion, broadcasting, strides) is a CPU copy_ between CPU aliases of the
-// device bytes (backend/common/cpu_alias.h). Queued copies retain the pinned host blocks they read
+// A blocking copy waits only for the stream it uses. Same-dtype contiguous copies are one memcpy
+// (synchronous ones of 2 MiB or more: CPU's copy_, split among the intra-op threads); anything
+// else (dtype conversion, broadcasting, strides) is a CPU copy_ between CPU aliases of the device
+// bytes (backend/common/cpu_alias.h). Queued copies retain the pinned host blocks they read
 // or write (never Storages, backend/memory/retained_memory.h), so no pinned block is reused while a
 // copy that uses it is pending; device blocks are ordered by the caching allocator's stream
 // semantics.

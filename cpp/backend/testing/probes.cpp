@@ -15,6 +15,7 @@
 
 #include "backend/common/check.h"
 #include "backend/common/task.h"
+#include "backend/common/thread_policy.h"
 #include "backend/common/vdev_device.h"
 #include "backend/memory/memory_history.h"
 #include "backend/sanitizer/settings.h"
@@ -80,12 +81,12 @@ double hook_checks_ns(std::int64_t iterations) {
   int on = 0;
   const auto start = std::chrono::steady_clock::now();
   for (std::int64_t i = 0; i < iterations; ++i) {
-    on += vdev::rt::task_tracing();                                      // Stream::enqueue
-    on += sanitizing_accesses();                                         // the executor, copies
-    on += poisoning() + poisoning();                                     // allocation and free
-    on += memory_history_enabled() + memory_history_enabled();           // allocation and free
-    on += vdev::rt::hb::tracking();                                      // synchronize, query
-    on += vdev::rt::take_injected_fault(vdev::rt::Fault::kDeviceAlloc);  // allocation
+    on += vdev::rt::task_tracing();                                       // Stream::enqueue
+    on += sanitizing_accesses();                                          // the executor, copies
+    on += poisoning() + poisoning();                                      // allocation and free
+    on += memory_history_enabled() + memory_history_enabled();            // allocation and free
+    on += vdev::rt::hb::tracking();                                       // synchronize, query
+    on += vdev::rt::injected_fault_armed(vdev::rt::Fault::kDeviceAlloc);  // allocation
     asm volatile("" ::: "memory");  // each iteration loads every flag again
   }
   const auto end = std::chrono::steady_clock::now();
@@ -93,6 +94,8 @@ double hook_checks_ns(std::int64_t iterations) {
   return std::chrono::duration<double, std::nano>(end - start).count() /
          static_cast<double>(std::max<std::int64_t>(iterations, 1));
 }
+
+std::uint64_t host_team_releases() { return vdev::backend::host_team_releases(); }
 
 void enqueue_cpu_busy(int device, std::int64_t stream_id, double seconds, const std::string& path) {
   vdev::rt::Stream& stream = VDEV_RT(vdev::rt::stream_from_id(device, stream_id));

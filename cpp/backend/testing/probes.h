@@ -41,6 +41,9 @@ VDEV_TESTING_API int worker_intra_op_threads(int device, std::uint64_t elements 
 // times: nanoseconds per operator's worth. Throws if any tool is on.
 VDEV_TESTING_API double hook_checks_ns(std::int64_t iterations);
 
+// How many times a host thread gave its OpenMP team back (backend/common/thread_policy.h).
+VDEV_TESTING_API std::uint64_t host_team_releases();
+
 // Queues on (device, stream_id) a task that multiplies CPU matrices (real ATen kernels, which
 // do not look at process exit) for `seconds`, then writes "done" to the file `path`: the long
 // kernel the exit rule must wait for (runtime/process.h).
