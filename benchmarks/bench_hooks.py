@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 from torch.profiler import ProfilerActivity, profile  # noqa: E402
 
-from timing import at_most, emit, environment, parse_args  # noqa: E402
+from timing import at_most, emit, environment, min_median, parse_args  # noqa: E402
 from torch_vdev import _testing  # noqa: E402
 
 
@@ -59,10 +59,6 @@ def toggle(tool: str) -> None:
             torch.vdev.memory._record_memory_history(None)
 
 
-def summary(samples: list[float]) -> dict:
-    return {"min_ns": round(min(samples), 1), "median_ns": round(statistics.median(samples), 1)}
-
-
 def main() -> int:
     args = parse_args()
     repeats = 3 if args.quick else 9
@@ -76,16 +72,19 @@ def main() -> int:
     for _ in range(repeats):  # alternating with the never-on state's figures above
         for tool in after:
             after[tool].append(per_op_ns(n_ops))
-    op = summary(before)
+    op = min_median(before, "ns", 1)
     share = statistics.median(checks) / op["median_ns"]
     results = {
         "add_1_element_host_ns": op,
         "hook_checks": {
-            **summary(checks),
+            **min_median(checks, "ns", 1),
             "share_of_op_median": round(share, 5),
         },
         "after_off": {
-            tool: {**summary(s), "ratio_median": round(statistics.median(s) / op["median_ns"], 3)}
+            tool: {
+                **min_median(s, "ns", 1),
+                "ratio_median": round(statistics.median(s) / op["median_ns"], 3),
+            }
             for tool, s in after.items()
         },
     }

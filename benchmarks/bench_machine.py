@@ -17,7 +17,6 @@ is in bench_hooks.py. Set VDEV_DEVICE_THREADS to compare thread policies.
 """
 
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -30,7 +29,7 @@ from bench_compile import mlp, transformer  # noqa: E402
 from bench_models import small_cnn  # noqa: E402
 
 import torch_vdev  # noqa: E402
-from timing import at_least, at_most, emit, environment, parse_args  # noqa: E402
+from timing import at_least, at_most, emit, environment, min_median, parse_args  # noqa: E402
 
 MiB = 1 << 20
 
@@ -144,10 +143,10 @@ class Side:
 
 
 def settle(seconds: float = 0.03) -> None:
-    """Waits before a timed run until the other process's OpenMP threads, which spin for up to
-    ~20 ms after their last parallel region (libgomp's default spin count), have parked. Busy,
-    not asleep: an idle virtual CPU is slow to come back (measured: a 100 ms sleep before the
-    small-operator loop made both sides 1.5x slower)."""
+    """Waits before a timed run until the other process's OpenMP threads, which spin for about
+    9 ms (measured) after their last parallel region (libgomp's default spin count), have
+    parked. Busy, not asleep: an idle virtual CPU is slow to come back (measured: a 100 ms sleep
+    before the small-operator loop made both sides 1.5x slower)."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass
@@ -158,10 +157,6 @@ def cpu_child() -> None:
     side = Side("cpu")
     for line in sys.stdin:
         print(side.once(line.strip()), flush=True)
-
-
-def summary(samples: list[float]) -> dict:
-    return {"min_ms": min(samples), "median_ms": statistics.median(samples)}
 
 
 def versus_cpu(cpu: dict, vdev: dict, per: int, unit: str) -> dict:
@@ -198,7 +193,7 @@ def main() -> int:
                 child.stdin.flush()
                 samples["cpu"].append(float(child.stdout.readline()))
                 samples["vdev"].append(vdev.once(case))
-            cpu, dev = summary(samples["cpu"][1:]), summary(samples["vdev"][1:])
+            cpu, dev = min_median(samples["cpu"][1:], "ms"), min_median(samples["vdev"][1:], "ms")
             results[case] = versus_cpu(cpu, dev, per(), unit)
     finally:
         child.stdin.close()

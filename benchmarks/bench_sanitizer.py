@@ -9,12 +9,11 @@ Target (issue 34): the stream sanitizer costs less than 3x the host time of a sm
 
 from __future__ import annotations
 
-import statistics
 import time
 
 import torch
 
-from timing import at_most, emit, environment, parse_args
+from timing import at_most, emit, environment, min_median, parse_args
 
 
 def per_op_us(n_ops: int, repeats: int, tools: str | None) -> list[float]:
@@ -35,10 +34,6 @@ def per_op_us(n_ops: int, repeats: int, tools: str | None) -> list[float]:
     return samples
 
 
-def summary(samples: list[float]) -> dict:
-    return {"min_us": round(min(samples), 3), "median_us": round(statistics.median(samples), 3)}
-
-
 def main() -> int:
     args = parse_args()
     repeats = 3 if args.quick else 9
@@ -49,7 +44,7 @@ def main() -> int:
     for _ in range(repeats):  # alternating, so that drift of the machine hits every config alike
         for name, tools in configs.items():
             samples[name] += per_op_us(n_ops, 1, tools)
-    results = {name: summary(s) for name, s in samples.items()}
+    results = {name: min_median(s, "us", 3) for name, s in samples.items()}
     off = results["off"]
     for name in ("streams", "init", "streams_init"):
         results[name]["baseline"] = "off"

@@ -50,6 +50,14 @@ def measure(
     }
 
 
+def min_median(samples: list[float], unit: str, digits: int | None = None) -> dict:
+    """{"min_<unit>": ..., "median_<unit>": ...} of `samples`, rounded to `digits` if given."""
+    lo, mid = min(samples), statistics.median(samples)
+    if digits is not None:
+        lo, mid = round(lo, digits), round(mid, digits)
+    return {f"min_{unit}": lo, f"median_{unit}": mid}
+
+
 def with_ratio(result: dict, baseline: dict, baseline_name: str) -> dict:
     out = dict(result)
     out["baseline"] = baseline_name

@@ -45,14 +45,7 @@ struct Mark {
   // Waits for completion; returns false if the process began exiting first.
   bool wait() {
     if (done.load(std::memory_order_acquire)) return true;
-    // A host thread's idle OpenMP team goes back (runtime/machine_load.h); a worker (an event
-    // wait task) keeps its own, and does not count as computing while it waits.
-    std::optional<WorkerWaiting> worker_waits;
-    if (on_stream_worker()) {
-      worker_waits.emplace();
-    } else {
-      note_host_wait();
-    }
+    const DeviceWait waiting(on_stream_worker());  // runtime/machine_load.h
     const auto spin_end = std::chrono::steady_clock::now() + kHostSpin;
     while (std::chrono::steady_clock::now() < spin_end) {
       if (done.load(std::memory_order_acquire)) return true;

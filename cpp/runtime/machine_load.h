@@ -25,14 +25,26 @@ VDEV_RT_API int busy_workers() noexcept;
 // A worker starts or ends a task (runtime/stream.cpp).
 VDEV_RT_API void note_worker_busy(bool busy) noexcept;
 
-// While it lives, the calling worker, blocked in a wait (an event wait task), does not count as
-// running a task: the cores are for the workers that compute.
-class WorkerWaiting {
+// A wait for the device, for as long as it lives: on a host thread, runs the host-wait hook
+// (its idle OpenMP team goes back); on a stream worker (`on_worker`: an event wait task), the
+// worker does not count as running a task meanwhile, and keeps its team.
+class DeviceWait {
  public:
-  WorkerWaiting() noexcept { note_worker_busy(false); }
-  ~WorkerWaiting() { note_worker_busy(true); }
-  WorkerWaiting(const WorkerWaiting&) = delete;
-  WorkerWaiting& operator=(const WorkerWaiting&) = delete;
+  explicit DeviceWait(bool on_worker) noexcept : on_worker_(on_worker) {
+    if (on_worker_) {
+      note_worker_busy(false);
+    } else {
+      note_host_wait();
+    }
+  }
+  ~DeviceWait() {
+    if (on_worker_) note_worker_busy(true);
+  }
+  DeviceWait(const DeviceWait&) = delete;
+  DeviceWait& operator=(const DeviceWait&) = delete;
+
+ private:
+  bool on_worker_;
 };
 
 // The CPUs in this process's affinity mask when first asked (at least 1).

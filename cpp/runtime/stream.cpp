@@ -167,9 +167,7 @@ void Stream::wait_for(std::uint64_t target, bool park_strays) noexcept {
   if (in_bad_fork()) return;  // no worker will ever complete anything here
   auto done = [&] { return completed_.load() >= target || stopping(); };
   if (!done()) {
-    // A host thread's idle OpenMP team goes back (runtime/machine_load.h); a worker (an event
-    // wait task) keeps its own.
-    if (!on_stream_worker()) note_host_wait();
+    const DeviceWait waiting(on_stream_worker());  // runtime/machine_load.h
     if (!spin_until(done, kHostSpin)) {
       std::unique_lock<std::mutex> lock(mu_);
       while (!done()) {
