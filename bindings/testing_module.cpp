@@ -95,6 +95,11 @@ void bind_probes(nb::module_& t) {
   t.def("hook_checks_ns", &probes::hook_checks_ns, nb::arg("iterations"));
   t.def("busy_workers", &rt::busy_workers,
         "Stream workers running a task now, not counting those blocked in an event wait.");
+  t.def("express_calls", &probes::express_calls,
+        "How many calls the express lane (the unboxed host path of the hottest operators) queued "
+        "on this thread.");
+  t.def("express_misses", &probes::express_misses,
+        "How many calls missed the express lane's per-thread table on this thread.");
   t.def("host_team_releases", &probes::host_team_releases,
         "How many times a host thread gave its idle OpenMP team back (the thread policy).");
   t.def("enqueue_cpu_busy", &probes::enqueue_cpu_busy, nb::arg("device"), nb::arg("stream_id"),

@@ -145,9 +145,14 @@ def test_runtime_modules_have_no_cycle():
     assert cycle is None, "module cycle: " + " -> ".join(cycle)
 
 
-# The stages of a call that ops/fallback.cpp, the boxed kernel, hands a call to. No other
-# executor header is included from ops/: helpers that kernels share live in common/.
-EXECUTOR_STAGES = {"backend/executor/enqueue.h", "backend/executor/host_run.h"}
+# The stages of a call that ops/fallback.cpp, the boxed kernel and the express lane's kernels,
+# hands a call to. No other executor header is included from ops/: helpers that kernels share
+# live in common/.
+EXECUTOR_STAGES = {
+    "backend/executor/enqueue.h",
+    "backend/executor/host_run.h",
+    "backend/executor/express.h",
+}
 
 
 def test_ops_holds_only_kernels():

@@ -1,5 +1,6 @@
 #include "backend/common/cpu_alias.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
 #include <c10/core/CPUAllocator.h>
@@ -32,20 +33,34 @@ at::Tensor cpu_alias(const at::Tensor& t) {
 }
 
 AliasSpec AliasSpec::of(const at::TensorBase& t) {
-  TORCH_CHECK(t.device().type() == kVdev, "AliasSpec expects a vdev tensor, got one on ",
-              t.device());
   AliasSpec s;
-  s.data = vdev::rt::kernel_address(t.data_ptr());
-  s.sizes.assign(t.sizes().begin(), t.sizes().end());
-  s.strides.assign(t.strides().begin(), t.strides().end());
-  s.dtype = t.scalar_type();
-  s.conj = t.is_conj();
-  s.neg = t.is_neg();
+  s.set(t);
   return s;
 }
 
+void AliasSpec::set(const at::TensorBase& t) {
+  TORCH_CHECK(t.device().type() == kVdev, "AliasSpec expects a vdev tensor, got one on ",
+              t.device());
+  data = vdev::rt::kernel_address(t.data_ptr());
+  sizes.assign(t.sizes().begin(), t.sizes().end());
+  strides.assign(t.strides().begin(), t.strides().end());
+  dtype = t.scalar_type();
+  conj = t.is_conj();
+  neg = t.is_neg();
+}
+
 at::Tensor AliasSpec::make() const {
-  at::Tensor alias = at::from_blob(data, sizes, strides, at::TensorOptions().dtype(dtype));
+  // What from_blob makes (a non-owning, non-resizable CPU storage over `data`), built directly:
+  // a stream worker makes one per tensor of every queued operator, and from_blob's TensorMaker
+  // costs twice as much.
+  const caffe2::TypeMeta meta = c10::scalarTypeToTypeMeta(dtype);
+  const std::size_t nbytes = at::detail::computeStorageNbytes(sizes, strides, meta.itemsize());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes,
+                       at::DataPtr(data, c10::Device(c10::kCPU)), /*allocator=*/nullptr,
+                       /*resizable=*/false);
+  at::Tensor alias =
+      at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKey::CPU, meta);
+  alias.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, strides);
   if (conj) alias._set_conj(true);
   if (neg) alias._set_neg(true);
   return alias;

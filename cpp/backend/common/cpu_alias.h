@@ -39,6 +39,8 @@ struct AliasSpec {
   bool conj = false, neg = false;
 
   static AliasSpec of(const at::TensorBase& vdev_tensor);
+  // Makes this the spec of `vdev_tensor` (in place: a spec inside a container is not moved).
+  void set(const at::TensorBase& vdev_tensor);
   at::Tensor make() const;
   // The same bytes seen the same way (address, sizes, strides, dtype, conj/neg bits). Views of no
   // bytes are never the same: empty tensors share the null address but never overlap.

@@ -19,7 +19,10 @@
 #include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "backend/common/check.h"
@@ -37,25 +40,57 @@ VDEV_BACKEND_API const char* intern_task_name(const std::string& name);
 
 // `tag` says what the task is for the task observers (runtime/task_trace.h: the profiler's device
 // activities); an operator is a kernel.
+namespace detail {
+// One queued task and what it inherits from the host. Held by a shared_ptr, so that the
+// std::function the runtime keeps, copies and moves holds one pointer, and the callable (an
+// OperatorTask is hundreds of bytes of inline vectors) is built here once and never moved.
 template <typename F>
-void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn, vdev::rt::TaskTag tag = {}) {
+struct QueuedTask {
+  template <typename... Args>
+  QueuedTask(int threads, const char* name, int device, std::int64_t id, Args&&... args)
+      : fn(std::forward<Args>(args)...), threads(threads), name(name), device(device), id(id) {}
+
+  void run() {
+    use_intra_op_threads(task_threads_now(threads));
+    at::AutoDispatchBelowADInplaceOrView below_autograd;
+    const CaptureWorkerWarnings warnings(name, device, id);  // re-raised on the host
+    try {
+      fn();
+    } catch (const c10::Error&) {
+      rethrow_as_runtime_error();  // the host raises the same Python type
+    }
+  }
+
+  F fn;
+  int threads;
+  const char* name;
+  int device;
+  std::int64_t id;
+};
+}  // namespace detail
+
+// Queues a task of type F made from `args` (F(args...), built in place). A task may run more than
+// once, and at the same time on two streams (a captured graph's replays share its tasks): running
+// it must not change it. It must hold no tensor that Python may also hold: its last reference
+// would be dropped on the stream worker, which then takes the GIL to release the Python object,
+// while a host thread may hold the GIL waiting for that worker (a hang: copy such tensors).
+// `tag` says what the task is for the task observers (runtime/task_trace.h: the profiler's device
+// activities); an operator is a kernel.
+template <typename F, typename... Args>
+void emplace_task(vdev::rt::Stream& stream, const char* name, vdev::rt::TaskTag tag,
+                  Args&&... args) {
   const int threads = task_intra_op_threads(tag);
   // A team for the worker: the host's idle one must not tip libgomp's count (thread_policy.h).
   if (threads > 1 && tag.elements >= kLargeTaskElements) release_host_team();
-  VDEV_RT(stream.enqueue(
-      name,
-      [fn = std::forward<F>(fn), threads, name, device = stream.device(),
-       id = stream.id()]() mutable {
-        use_intra_op_threads(task_threads_now(threads));
-        at::AutoDispatchBelowADInplaceOrView below_autograd;
-        const CaptureWorkerWarnings warnings(name, device, id);  // re-raised on the host
-        try {
-          fn();
-        } catch (const c10::Error&) {
-          rethrow_as_runtime_error();  // the host raises the same Python type
-        }
-      },
-      tag));
+  auto task = std::make_shared<detail::QueuedTask<F>>(threads, name, stream.device(), stream.id(),
+                                                      std::forward<Args>(args)...);
+  VDEV_RT(stream.enqueue(name, [task = std::move(task)] { task->run(); }, tag));
+}
+
+// Queues the callable `fn`.
+template <typename F>
+void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn, vdev::rt::TaskTag tag = {}) {
+  emplace_task<std::decay_t<F>>(stream, name, tag, std::forward<F>(fn));
 }
 
 }  // namespace vdev::backend

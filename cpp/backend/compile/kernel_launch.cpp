@@ -12,10 +12,15 @@ const char* kernel_task_name(const std::string& name) { return intern_task_name(
 void launch_kernel(KernelEntry entry, const char* name, c10::DeviceIndex device, KernelArgs args,
                    HostScalars scalars) {
   enqueue_task(current_runtime_stream(device), name,
-               [entry, args = std::move(args), scalars = std::move(scalars)]() mutable {
-                 // The copies live in this task (the runtime may have moved it since it was made).
-                 for (HostScalar& s : scalars) args[s.slot].pointer = s.bytes;
-                 entry(args.data());
+               [entry, args = std::move(args), scalars = std::move(scalars)] {
+                 // The scalars' copies live in this task; the slots pointing at them are set in a
+                 // copy of the arguments, so that the task itself is never written: a graph's
+                 // replays share it and may run at the same time.
+                 KernelArgs slots = args;
+                 for (const HostScalar& s : scalars) {
+                   slots[s.slot].pointer = const_cast<unsigned char*>(s.bytes);
+                 }
+                 entry(slots.data());
                });
 }
 

@@ -2,7 +2,6 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/native/Resize.h>
-#include <ATen/ops/empty_strided.h>
 #include <c10/core/DeviceGuard.h>
 
 #include <cstdlib>
@@ -10,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/checks/profile_rules.h"
 #include "backend/checks/stand_in_check.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
@@ -17,6 +17,7 @@
 #include "backend/executor/launch_plan.h"
 #include "backend/executor/operator_task.h"
 #include "backend/executor/plan_cache.h"
+#include "backend/memory/device_tensor.h"
 #include "backend/memory/storage_resize.h"
 #include "backend/random/generator.h"
 #include "backend/sanitizer/operator_uses.h"
@@ -24,27 +25,6 @@
 
 namespace vdev::backend {
 namespace {
-
-at::Tensor fresh_output(const MetaTensor& m, c10::Device device) {
-  if (!m.defined) return at::Tensor();
-  return at::empty_strided(m.sizes, m.strides, at::TensorOptions().dtype(m.dtype).device(device));
-}
-
-// The plan for this call: cached by signature (the key is built in a reused buffer), else made now.
-// A plan that says "not asynchronously" is cached as such.
-std::shared_ptr<const LaunchPlan> plan_for(const c10::OperatorHandle& op,
-                                           const torch::jit::Stack& stack, std::size_t first,
-                                           std::size_t nargs) {
-  thread_local std::string key;
-  const bool keyed = plan_cache_key(key, op.schema(), stack, first, nargs);
-  if (keyed) {
-    if (auto plan = plan_cache_find(key)) return plan;
-  }
-  std::string miss_key = keyed ? key : std::string();  // the meta call may reenter
-  auto plan = make_launch_plan(op, stack, first, nargs);
-  if (keyed) plan_cache_store(miss_key, plan);
-  return plan;
-}
 
 // Resizes the written argument of return i to the size the meta kernel gave it (an out= tensor the
 // operator resizes); returns that argument.
@@ -92,12 +72,11 @@ bool resizes_an_out_with_elements(const LaunchPlan& plan, const std::vector<Meta
   return false;
 }
 
-// The outputs of the call on the device: the mutated argument itself (resized when the operator
-// resizes its out= tensor), or freshly allocated.
+// The outputs of the call on the device (the caller's DeviceGuard): the mutated argument itself
+// (resized when the operator resizes its out= tensor), or freshly allocated.
 std::vector<c10::IValue> device_outputs(const LaunchPlan& plan,
                                         const std::vector<MetaReturn>& returns,
-                                        const torch::jit::Stack& stack, std::size_t first,
-                                        c10::Device device) {
+                                        const torch::jit::Stack& stack, std::size_t first) {
   std::vector<c10::IValue> outputs;
   outputs.reserve(returns.size());
   for (std::size_t i = 0; i < returns.size(); ++i) {
@@ -107,10 +86,10 @@ std::vector<c10::IValue> device_outputs(const LaunchPlan& plan,
     } else if (m.kind == MetaReturn::None) {
       outputs.emplace_back();
     } else if (m.kind == MetaReturn::Tensor) {
-      outputs.emplace_back(fresh_output(m.tensors[0], device));
+      outputs.emplace_back(fresh_output(m.tensors[0]));
     } else {
       c10::List<at::Tensor> list;
-      for (const MetaTensor& t : m.tensors) list.push_back(fresh_output(t, device));
+      for (const MetaTensor& t : m.tensors) list.push_back(fresh_output(t));
       outputs.emplace_back(list);
     }
   }
@@ -131,11 +110,17 @@ void sanitize_operator(const c10::OperatorHandle& op, const torch::jit::Stack& s
 
 }  // namespace
 
+at::Tensor fresh_output(const MetaTensor& m) {
+  if (!m.defined) return at::Tensor();
+  refuse_dtype_the_profile_lacks(m.dtype);  // VDEV_PROFILE=mps: no float64 result either
+  return new_device_tensor(m.sizes, m.strides, m.dtype);
+}
+
 EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                                     c10::Device device) {
   const std::size_t nargs = op.schema().arguments().size();
   const std::size_t first = stack->size() - nargs;
-  std::shared_ptr<const LaunchPlan> plan = plan_for(op, *stack, first, nargs);
+  std::shared_ptr<const LaunchPlan> plan = find_or_make_plan(op, *stack, first, nargs);
   if (!plan->ok) return EnqueueOutcome::declined();
   // Outputs sized by a CPU tensor's values: this call's own metadata, never a cached one.
   std::optional<std::vector<MetaReturn>> call_returns;
@@ -169,14 +154,13 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
                         device.index());
   }
   const c10::DeviceGuard guard(device);
-  std::vector<c10::IValue> outputs = device_outputs(*plan, returns, *stack, first, device);
+  std::vector<c10::IValue> outputs = device_outputs(*plan, returns, *stack, first);
   const char* name = plan->task_name;  // before `plan` moves into the task
   const vdev::rt::TaskTag tag{vdev::rt::TaskKind::kKernel, 0, plan->size_hint};
   vdev::rt::Stream& stream = current_runtime_stream(device.index());
   if (C10_UNLIKELY(sanitizing_accesses()))
     sanitize_operator(op, *stack, first, *plan, outputs, stream);
-  OperatorTask task = OperatorTask::capture(op, std::move(plan), *stack, first, outputs, draw);
-  enqueue_task(stream, name, std::move(task), tag);
+  emplace_task<OperatorTask>(stream, name, tag, op, std::move(plan), *stack, first, outputs, draw);
 
   torch::jit::drop(*stack, nargs);
   for (auto& o : outputs) stack->push_back(std::move(o));

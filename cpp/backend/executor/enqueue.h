@@ -26,6 +26,8 @@
 #include <memory>
 #include <utility>
 
+#include "backend/executor/return_metadata.h"
+
 namespace vdev::backend {
 
 struct LaunchPlan;
@@ -51,6 +53,10 @@ class EnqueueOutcome {
   bool queued_;
   std::shared_ptr<const LaunchPlan> to_settle_;
 };
+
+// A fresh output of the metadata `m` (undefined if `m` is), on the device the caller's DeviceGuard
+// names (the express lane's too, executor/express.h).
+at::Tensor fresh_output(const MetaTensor& m);
 
 EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::Stack* stack,
                                     c10::Device device);

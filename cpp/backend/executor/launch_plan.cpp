@@ -125,7 +125,15 @@ std::optional<std::vector<int64_t>> pointwise_output_strides(const c10::Function
       .add_output(undefined);
   bool any = false;
   const auto& args = schema.arguments();
-  for (std::size_t i = 0; i < args.size(); ++i) {
+  // The inputs in the order the kernel gives them to TensorIterator, which is the schema's but
+  // for threshold_backward(grad_output, self): its kernel adds self first, so the output takes
+  // self's layout (TORCH_META_FUNC(threshold_backward) in Activation.cpp).
+  std::vector<std::size_t> order(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) order[i] = i;
+  if (schema.name() == "aten::threshold_backward" && order.size() >= 2) {
+    std::swap(order[0], order[1]);
+  }
+  for (std::size_t i : order) {
     if (is_written(args[i])) continue;
     for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
       if (!t.defined() || t.dim() == 0) return;  // 0-dim: broadcast, no say in the layout

@@ -1,9 +1,11 @@
 #include "backend/executor/operator_task.h"
 
+#include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/alias.h>
 #include <ATen/ops/empty.h>
 
+#include <cstring>
 #include <stdexcept>
 
 #include "backend/common/tensor_args.h"
@@ -79,44 +81,78 @@ at::Tensor alias_or_snapshot(const at::Tensor& t) {
   return snapshot;
 }
 
+// A Python number's own copy (a wrapped 0-dim CPU tensor, one element). The task must not keep
+// the caller's tensor: if Python holds it too (a saved tensor of autograd's graph seen from
+// Python), the task's reference, dropped on the stream worker, would take the GIL there, and a
+// host thread holding the GIL while it waits for that worker would never see it finish.
+at::Tensor copy_of_number(const at::Tensor& t) {
+  at::Tensor copy = at::detail::empty_cpu({}, t.scalar_type(), /*pin_memory=*/false, std::nullopt);
+  std::memcpy(copy.mutable_data_ptr(), t.const_data_ptr(), t.element_size());
+  copy.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return copy;
+}
+
 }  // namespace
 
-OperatorTask OperatorTask::capture(const c10::OperatorHandle& op,
-                                   std::shared_ptr<const LaunchPlan> plan,
-                                   const torch::jit::Stack& stack, std::size_t first,
-                                   const std::vector<c10::IValue>& outputs,
-                                   std::optional<RandomDraw> draw) {
-  OperatorTask task(op, std::move(plan));
-  const LaunchPlan& p = *task.plan_;
+OperatorTask::OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
+                           const torch::jit::Stack& stack, std::size_t first,
+                           const std::vector<c10::IValue>& outputs, std::optional<RandomDraw> draw)
+    : op_(op), plan_(std::move(plan)), draw_(draw) {
+  const LaunchPlan& p = *plan_;
   TORCH_INTERNAL_ASSERT(p.generator_arg.has_value() == draw.has_value());
-  task.draw_ = draw;
-  task.args_.reserve(stack.size() - first);
+  args_.reserve(stack.size() - first);
   for (std::size_t i = first; i < stack.size(); ++i) {
     const c10::IValue& v = stack[i];
     if (p.generator_arg && i - first == *p.generator_arg) {
-      task.args_.emplace_back();  // placeholder: the keyed engine, made on the worker
+      args_.emplace_back();  // placeholder: the keyed engine, made on the worker
     } else if (v.isTensor() && is_vdev_tensor(v.toTensor())) {
-      task.arg_specs_.emplace_back(i - first, AliasSpec::of(v.toTensor()));
-      task.args_.emplace_back();  // placeholder
+      arg_specs_.emplace_back();
+      arg_specs_.back().first = i - first;
+      arg_specs_.back().second.set(v.toTensor());
+      args_.emplace_back();  // placeholder
     } else {
-      task.args_.push_back(map_tensors(v, alias_or_snapshot));
+      args_.push_back(map_tensors(v, alias_or_snapshot));
     }
   }
   if (p.all_fresh && !outputs.empty()) {
-    task.fresh_outputs_ = true;
-    task.use_out_op_ = p.out_op.has_value() && !p.out_refused.load(std::memory_order_relaxed);
+    fresh_outputs_ = true;
+    use_out_op_ = p.out_op.has_value() && !p.out_refused.load(std::memory_order_relaxed);
     for (std::size_t i = 0; i < outputs.size(); ++i) {
       const c10::IValue& o = outputs[i];
+      output_specs_.emplace_back();
       if (o.isTensor() && is_vdev_tensor(o.toTensor())) {
-        task.output_specs_.emplace_back(AliasSpec::of(o.toTensor()));
+        output_specs_.back().emplace().set(o.toTensor());
       } else {
-        task.output_specs_.emplace_back();
-        task.host_outputs_.resize(outputs.size());  // only when some return needs it
-        task.host_outputs_[i] = map_tensors(o, alias_or_snapshot);
+        host_outputs_.resize(outputs.size());  // only when some return needs it
+        host_outputs_[i] = map_tensors(o, alias_or_snapshot);
       }
     }
   }
-  return task;
+}
+
+OperatorTask::OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
+                           c10::ArrayRef<UnboxedArg> args, const at::Tensor* fresh_output)
+    : op_(op), plan_(std::move(plan)) {
+  TORCH_INTERNAL_ASSERT(!plan_->generator_arg.has_value());
+  args_.reserve(args.size());
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const at::Tensor* t = args[i].tensor;
+    if (t != nullptr && is_vdev_tensor(*t)) {
+      arg_specs_.emplace_back();
+      arg_specs_.back().first = i;
+      arg_specs_.back().second.set(*t);
+      args_.emplace_back();  // placeholder
+    } else if (t != nullptr) {
+      args_.emplace_back(copy_of_number(*t));
+    } else {
+      args_.push_back(args[i].value);
+    }
+  }
+  if (fresh_output != nullptr) {
+    fresh_outputs_ = true;
+    use_out_op_ = plan_->out_op.has_value() && !plan_->out_refused.load(std::memory_order_relaxed);
+    output_specs_.emplace_back().emplace().set(*fresh_output);
+  }
 }
 
 void OperatorTask::operator()() { run(); }  // enqueue_task maps its errors

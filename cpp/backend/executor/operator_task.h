@@ -1,11 +1,11 @@
 // The task that runs one queued operator call on a stream worker.
 //
-// Captured on the host (capture()): vdev tensor arguments become AliasSpecs, made into CPU aliases
-// of the device bytes on the worker (backend/common/cpu_alias.h), so that their allocations stay on
-// the thread that frees them; CPU tensor arguments are snapshotted (the caller may change them
-// once the call returns); fresh outputs, already allocated on the device, are captured the same
-// way. The task holds no device memory: the caching allocator orders the reuse of freed blocks by
-// streams (backend/memory/device_cache.h), as CUDA's does.
+// Captured on the host (the constructor): vdev tensor arguments become AliasSpecs, made into CPU
+// aliases of the device bytes on the worker (backend/common/cpu_alias.h), so that their allocations
+// stay on the thread that frees them; CPU tensor arguments are snapshotted (the caller may change
+// them once the call returns); fresh outputs, already allocated on the device, are captured the
+// same way. The task holds no device memory: the caching allocator orders the reuse of freed blocks
+// by streams (backend/memory/device_cache.h), as CUDA's does.
 //
 // Run on the worker (operator()): the CPU kernel computes on the aliases (a random operator with
 // an engine keyed by the draw reserved when it was queued). Fresh outputs are
@@ -14,12 +14,12 @@
 // argument aliases. An out= kernel that refuses its outputs is remembered, and the functional
 // form plus a copy is used instead, now and from then on.
 //
-// Thread rules: capture() on the dispatching thread; operator() on one stream worker. Copyable
-// (the runtime stores std::function); copies share the plan.
+// Thread rules: constructed on the dispatching thread; operator() on one stream worker.
 #pragma once
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/ArrayRef.h>
 #include <c10/util/SmallVector.h>
 
 #include <cstddef>
@@ -30,27 +30,32 @@
 
 #include "backend/common/cpu_alias.h"
 #include "backend/executor/launch_plan.h"
+#include "backend/executor/unboxed_args.h"
 #include "backend/random/generator.h"
 
 namespace vdev::backend {
 
 class OperatorTask {
  public:
-  // The call of `op` on stack[first, end) with `outputs` (the device tensors the call returns)
-  // under `plan`; a random operator (plan->generator_arg) with the draw reserved for it.
-  static OperatorTask capture(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
-                              const torch::jit::Stack& stack, std::size_t first,
-                              const std::vector<c10::IValue>& outputs,
-                              std::optional<RandomDraw> draw);
+  // Captures the call of `op` on stack[first, end) with `outputs` (the device tensors the call
+  // returns) under `plan`; a random operator (plan->generator_arg) with the draw reserved for it.
+  // Built where it is queued (emplace_task in backend/common/task.h), never moved.
+  OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
+               const torch::jit::Stack& stack, std::size_t first,
+               const std::vector<c10::IValue>& outputs, std::optional<RandomDraw> draw);
+
+  // Captures the call of `op` on unboxed `args` (executor/express.h) under `plan`, which has one
+  // return: `fresh_output`, or, when that is null, the first argument, written in place. No
+  // Generator. A CPU tensor among `args` is a Python number (a wrapped 0-dim tensor): the task
+  // keeps a copy of it.
+  OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
+               c10::ArrayRef<UnboxedArg> args, const at::Tensor* fresh_output);
 
   // Runs the call. Errors leave as std::runtime_error with the message only (the stream adds the
   // operator's name).
   void operator()();
 
  private:
-  OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan)
-      : op_(op), plan_(std::move(plan)) {}
-
   void run();
   void run_mutating(const torch::jit::Stack& made, torch::jit::Stack& stack);
   void refuse(const c10::OperatorHandle& out_overload) const;

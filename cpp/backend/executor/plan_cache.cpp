@@ -1,6 +1,7 @@
 #include "backend/executor/plan_cache.h"
 
 #include <ATen/Context.h>
+#include <c10/core/DefaultDtype.h>
 
 #include <cstring>
 #include <mutex>
@@ -28,30 +29,39 @@ void put(std::string& k, const T& v) {
   k.append(reinterpret_cast<const char*>(&v), sizeof(T));
 }
 
-void put_tensor(std::string& k, const at::Tensor& t) {
+}  // namespace
+
+void append_tensor_key(std::string& k, const at::Tensor& t) {
   if (!t.defined()) {
     k.push_back('u');
     return;
   }
-  put(k, static_cast<int8_t>(t.device().type()));  // vdev, cpu, or another (then declined)
-  put(k, static_cast<int8_t>(t.scalar_type()));
+  // One resize and plain stores: this runs for every tensor of every queued call.
+  const c10::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  const std::size_t dims = sizes.size();
+  const std::size_t at = k.size();
+  k.resize(at + 3 + sizeof(int32_t) + 2 * dims * sizeof(int64_t));
+  char* p = k.data() + at;
+  p[0] = static_cast<char>(t.device().type());  // vdev, cpu, or another (then declined)
+  p[1] = static_cast<char>(t.scalar_type());
   // A wrapped number (a Python scalar) takes part in type promotion below a 0-dim tensor.
-  put(k, static_cast<int8_t>((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0) |
-                             (t.unsafeGetTensorImpl()->is_wrapped_number() ? 4 : 0)));
-  put(k, static_cast<int32_t>(t.dim()));
-  for (int64_t s : t.sizes()) put(k, s);
-  for (int64_t s : t.strides()) put(k, s);
+  p[2] = static_cast<char>((t.is_conj() ? 1 : 0) | (t.is_neg() ? 2 : 0) |
+                           (t.unsafeGetTensorImpl()->is_wrapped_number() ? 4 : 0));
+  const auto dim = static_cast<int32_t>(dims);
+  std::memcpy(p + 3, &dim, sizeof(dim));
+  std::memcpy(p + 3 + sizeof(dim), sizes.data(), dims * sizeof(int64_t));
+  std::memcpy(p + 3 + sizeof(dim) + dims * sizeof(int64_t), strides.data(), dims * sizeof(int64_t));
 }
 
-// Appends an exact encoding of `v`; false if `v` is of a kind this key does not describe.
-bool put_value(std::string& k, const c10::IValue& v) {
+// An exact encoding of `v`; false if `v` is of a kind this key does not describe.
+bool append_value_key(std::string& k, const c10::IValue& v) {
   if (v.isTensor()) {
-    put_tensor(k, v.toTensor());
+    append_tensor_key(k, v.toTensor());
   } else if (v.isTensorList()) {
     k.push_back('L');
     const auto ts = v.toTensorVector();
     put(k, static_cast<int32_t>(ts.size()));
-    for (const auto& t : ts) put_tensor(k, t);
+    for (const auto& t : ts) append_tensor_key(k, t);
   } else if (v.isOptionalTensorList()) {
     k.push_back('O');
     const auto ts = v.toOptionalTensorList();
@@ -59,7 +69,7 @@ bool put_value(std::string& k, const c10::IValue& v) {
     for (const auto& t : ts) {
       const std::optional<at::Tensor> o = t;
       if (o) {
-        put_tensor(k, *o);
+        append_tensor_key(k, *o);
       } else {
         k.push_back('n');
       }
@@ -107,7 +117,16 @@ bool put_value(std::string& k, const c10::IValue& v) {
   return true;
 }
 
-}  // namespace
+void append_modes_key(std::string& k) {
+  // Meta functions written for CUDA raise CUDA's nondeterminism alerts in deterministic mode
+  // (meta_median_mode_dim for torch.mode): a plan that failed then must not stand for calls made
+  // with the mode off.
+  k.push_back(at::globalContext().deterministicAlgorithms() ? 'D' : 'N');
+  // A Python number is a double tensor whatever the default dtype, but `int_tensor / 2` and
+  // `int_tensor + 1.5` return the default dtype: a plan made under float64 must not stand for
+  // calls made under float32.
+  k.push_back(static_cast<char>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+}
 
 bool plan_cache_key(std::string& k, const c10::FunctionSchema& op, const torch::jit::Stack& stack,
                     std::size_t first, std::size_t n) {
@@ -116,12 +135,9 @@ bool plan_cache_key(std::string& k, const c10::FunctionSchema& op, const torch::
   k.push_back('.');
   k.append(op.overload_name());
   k.push_back('\0');
-  // Meta functions written for CUDA raise CUDA's nondeterminism alerts in deterministic mode
-  // (meta_median_mode_dim for torch.mode): a plan that failed then must not stand for calls made
-  // with the mode off.
-  k.push_back(at::globalContext().deterministicAlgorithms() ? 'D' : 'N');
+  append_modes_key(k);
   for (std::size_t i = first; i < first + n; ++i) {
-    if (!put_value(k, stack[i])) return false;
+    if (!append_value_key(k, stack[i])) return false;
   }
   return true;
 }
@@ -137,6 +153,20 @@ void plan_cache_store(const std::string& key, std::shared_ptr<const LaunchPlan> 
   std::lock_guard<std::mutex> lock(cache().mu);
   if (cache().entries.size() >= kMaxEntries) cache().entries.clear();
   cache().entries.emplace(key, std::move(result));
+}
+
+std::shared_ptr<const LaunchPlan> find_or_make_plan(const c10::OperatorHandle& op,
+                                                    const torch::jit::Stack& stack,
+                                                    std::size_t first, std::size_t nargs) {
+  thread_local std::string key;  // reused: no allocation per call
+  const bool keyed = plan_cache_key(key, op.schema(), stack, first, nargs);
+  if (keyed) {
+    if (auto plan = plan_cache_find(key)) return plan;
+  }
+  std::string miss_key = keyed ? key : std::string();  // the meta call may reenter
+  auto plan = make_launch_plan(op, stack, first, nargs);
+  if (keyed) plan_cache_store(miss_key, plan);
+  return plan;
 }
 
 }  // namespace vdev::backend

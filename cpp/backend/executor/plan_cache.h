@@ -11,6 +11,7 @@
 // Thread rules: safe from any thread (one mutex).
 #pragma once
 
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/core/stack.h>
 
@@ -27,5 +28,18 @@ bool plan_cache_key(std::string& key, const c10::FunctionSchema& op, const torch
                     std::size_t first, std::size_t n);
 std::shared_ptr<const LaunchPlan> plan_cache_find(const std::string& key);
 void plan_cache_store(const std::string& key, std::shared_ptr<const LaunchPlan> plan);
+
+// The plan for `op` applied to stack[first, first + n): cached by its key, else made now (and
+// cached, unless the arguments cannot be keyed).
+std::shared_ptr<const LaunchPlan> find_or_make_plan(const c10::OperatorHandle& op,
+                                                    const torch::jit::Stack& stack,
+                                                    std::size_t first, std::size_t n);
+
+// The key's encoding of one argument, appended to `key` (for keys of other caches: the express
+// lane's, executor/express.h); append_value_key returns false for a kind it cannot describe.
+void append_tensor_key(std::string& key, const at::Tensor& t);
+// The global modes a plan depends on: deterministic algorithms, the default dtype.
+void append_modes_key(std::string& key);
+bool append_value_key(std::string& key, const c10::IValue& v);
 
 }  // namespace vdev::backend

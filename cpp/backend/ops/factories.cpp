@@ -21,7 +21,7 @@
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/common/vdev_device.h"
-#include "backend/memory/allocator.h"
+#include "backend/memory/device_tensor.h"
 #include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
@@ -40,16 +40,6 @@ void check_factory_options(c10::Device device, c10::ScalarType dtype,
               "] only CPU tensors can be pinned; pin_memory=True is invalid for a vdev tensor");
 }
 
-// As empty_cuda and empty_strided_cuda: with deterministic algorithms, new memory is filled (NaN,
-// or the largest integer) rather than left uninitialised.
-at::Tensor fill_if_deterministic(at::Tensor t) {
-  if (C10_UNLIKELY(at::globalContext().deterministicAlgorithms() &&
-                   at::globalContext().deterministicFillUninitializedMemory())) {
-    at::native::fill_empty_deterministic_(t);
-  }
-  return t;
-}
-
 at::Tensor vdev_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
                       std::optional<c10::Layout> layout, std::optional<c10::Device> device_opt,
                       std::optional<bool> pin_memory,
@@ -58,8 +48,7 @@ at::Tensor vdev_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtyp
   const c10::ScalarType scalar_type = c10::dtype_or_default(dtype);
   check_factory_options(device, scalar_type, layout, pin_memory, "empty");
   const c10::DeviceGuard guard(device);  // validates the index; the allocator uses it
-  return fill_if_deterministic(
-      at::detail::empty_generic(size, device_allocator(), kVdevKeys, scalar_type, memory_format));
+  return new_device_tensor(size, scalar_type, memory_format);
 }
 
 at::Tensor vdev_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
@@ -71,8 +60,7 @@ at::Tensor vdev_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   const c10::ScalarType scalar_type = c10::dtype_or_default(dtype);
   check_factory_options(device, scalar_type, layout, pin_memory, "empty_strided");
   const c10::DeviceGuard guard(device);
-  return fill_if_deterministic(
-      at::detail::empty_strided_generic(size, stride, device_allocator(), kVdevKeys, scalar_type));
+  return new_device_tensor(size, stride, scalar_type);
 }
 
 // CPU's checks of fill_ (the dtype is one its kernel fills; the value converts to it without

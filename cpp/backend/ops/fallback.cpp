@@ -12,12 +12,56 @@
 //  * arguments on two different vdev devices are an error, as on CUDA, instead of silently working;
 //  * view operators cannot fall back (a CPU copy cannot alias device storage): error_on_views makes
 //    that a clear error instead of a silent copy.
+//
+// The hottest operators (ExpressOperators below) have an unboxed kernel first: the express lane
+// (backend/executor/express.h) queues the calls it can without boxing them, and hands the others
+// to the boxed kernel.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addcdiv_ops.h>
+#include <ATen/ops/addcmul_ops.h>
+#include <ATen/ops/clamp_ops.h>
+#include <ATen/ops/cos_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/eq_ops.h>
+#include <ATen/ops/exp_ops.h>
+#include <ATen/ops/ge_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/gt_ops.h>
+#include <ATen/ops/le_ops.h>
+#include <ATen/ops/lerp_ops.h>
+#include <ATen/ops/log_ops.h>
+#include <ATen/ops/lt_ops.h>
+#include <ATen/ops/maximum_ops.h>
+#include <ATen/ops/minimum_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/ne_ops.h>
+#include <ATen/ops/neg_ops.h>
+#include <ATen/ops/pow_ops.h>
+#include <ATen/ops/reciprocal_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/rsqrt_ops.h>
+#include <ATen/ops/sigmoid_backward_ops.h>
+#include <ATen/ops/sigmoid_ops.h>
+#include <ATen/ops/silu_ops.h>
+#include <ATen/ops/sin_ops.h>
+#include <ATen/ops/sqrt_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/tanh_backward_ops.h>
+#include <ATen/ops/tanh_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
+#include <ATen/ops/where_ops.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
 #include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <unordered_set>
 
 #include "backend/checks/call_checks.h"
 #include "backend/checks/host_checked_results.h"
@@ -28,6 +72,7 @@
 #include "backend/common/sync_debug.h"
 #include "backend/common/vdev_device.h"
 #include "backend/executor/enqueue.h"
+#include "backend/executor/express.h"
 #include "backend/executor/host_run.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
@@ -106,6 +151,77 @@ void layer_norm_backward_kernel(const c10::OperatorHandle& op, torch::jit::Stack
   vdev_boxed_kernel(op, stack);
 }
 
+// The express lane's kernels (executor/express.h): the hottest operators, unboxed. A call the lane
+// declines takes the boxed kernel above, boxed as the dispatcher would have boxed it.
+template <class Op, class Sig = typename Op::schema>
+struct ExpressKernel;
+
+template <class Op, class R, class... A>
+struct ExpressKernel<Op, R(A...)> {
+  static constexpr bool kInPlace = std::is_same_v<R, at::Tensor&>;
+
+  static const ExpressOperator& op() {
+    static const ExpressOperator o = [] {
+      ExpressOperator made(
+          c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name));
+      TORCH_INTERNAL_ASSERT(made.writes_self == kInPlace, Op::name, ": in place?");
+      return made;
+    }();
+    return o;
+  }
+
+  static R call(A... a) {
+    UnboxedArgs args;
+    (add_unboxed_arg(args, a), ...);
+    at::Tensor result;
+    if (try_express(op(), args, result)) {
+      if constexpr (kInPlace) {
+        return std::get<0>(std::forward_as_tuple(a...));
+      } else {
+        return result;
+      }
+    }
+    static const c10::BoxedKernel boxed = c10::BoxedKernel::makeFromFunction<&vdev_boxed_kernel>();
+    return c10::impl::BoxedKernelWrapper<R(A...)>::call(
+        boxed, op().handle, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), a...);
+  }
+
+  // The name torch.library knows it by ("add.Tensor").
+  static std::string name() {
+    std::string n = std::string(Op::name).substr(std::string_view("aten::").size());
+    if (*Op::overload_name != '\0') n += std::string(".") + Op::overload_name;
+    return n;
+  }
+};
+
+template <class... Ops>
+struct ExpressKernels {
+  static void register_all(torch::Library& m) {
+    (m.impl(ExpressKernel<Ops>::name().c_str(), TORCH_FN(ExpressKernel<Ops>::call)), ...);
+  }
+  static const std::unordered_set<std::string>& names() {
+    static const std::unordered_set<std::string> all{ExpressKernel<Ops>::name()...};
+    return all;
+  }
+};
+
+// The operators of the express lane: element-wise arithmetic, comparisons and activations with
+// their backwards, the commonest calls of eager training and inference. Each is a structured
+// operator's functional or in-place form, or has no kernel but the boxed one (relu, where), so
+// that its kernel for vdev was the boxed kernel before; none has a check the lane skips
+// (executor/express.h).
+using ExpressOperators = ExpressKernels<
+    at::_ops::add_Tensor, at::_ops::add__Tensor, at::_ops::sub_Tensor, at::_ops::sub__Tensor,
+    at::_ops::mul_Tensor, at::_ops::mul__Tensor, at::_ops::div_Tensor, at::_ops::div__Tensor,
+    at::_ops::neg, at::_ops::relu, at::_ops::relu_, at::_ops::sigmoid, at::_ops::tanh,
+    at::_ops::exp, at::_ops::log, at::_ops::sqrt, at::_ops::sqrt_, at::_ops::rsqrt,
+    at::_ops::reciprocal, at::_ops::sin, at::_ops::cos, at::_ops::pow_Tensor_Scalar,
+    at::_ops::maximum, at::_ops::minimum, at::_ops::eq_Tensor, at::_ops::ne_Tensor,
+    at::_ops::lt_Tensor, at::_ops::gt_Tensor, at::_ops::le_Tensor, at::_ops::ge_Tensor,
+    at::_ops::where_self, at::_ops::clamp, at::_ops::gelu, at::_ops::silu, at::_ops::addcmul_,
+    at::_ops::addcdiv_, at::_ops::lerp__Scalar, at::_ops::threshold_backward,
+    at::_ops::sigmoid_backward, at::_ops::tanh_backward, at::_ops::gelu_backward>;
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
@@ -142,6 +258,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   }
 }
 
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) { ExpressOperators::register_all(m); }
+
 // The functional and in-place forms of structured operators (generated from native_functions.yaml,
 // tools/gen_device_checks.py). ATen's default for them on a backend without its own kernel, the
 // CompositeExplicitAutogradNonFunctional wrapper, runs the meta function on the device tensors and
@@ -153,6 +271,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 #include "structured_delegates.inc"
   };
   for (const char* name : kStructuredDelegates) {
+    if (ExpressOperators::names().count(name) != 0) continue;  // its express kernel instead
     m.impl(name, torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
   }
 }

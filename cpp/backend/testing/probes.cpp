@@ -17,6 +17,7 @@
 #include "backend/common/task.h"
 #include "backend/common/thread_policy.h"
 #include "backend/common/vdev_device.h"
+#include "backend/executor/express.h"
 #include "backend/memory/memory_history.h"
 #include "backend/sanitizer/settings.h"
 #include "runtime/fault_injection.h"
@@ -94,6 +95,9 @@ double hook_checks_ns(std::int64_t iterations) {
   return std::chrono::duration<double, std::nano>(end - start).count() /
          static_cast<double>(std::max<std::int64_t>(iterations, 1));
 }
+
+std::uint64_t express_calls() { return vdev::backend::express_calls_on_this_thread(); }
+std::uint64_t express_misses() { return vdev::backend::express_misses_on_this_thread(); }
 
 std::uint64_t host_team_releases() { return vdev::backend::host_team_releases(); }
 

@@ -41,6 +41,11 @@ VDEV_TESTING_API int worker_intra_op_threads(int device, std::uint64_t elements 
 // times: nanoseconds per operator's worth. Throws if any tool is on.
 VDEV_TESTING_API double hook_checks_ns(std::int64_t iterations);
 
+// How many calls the express lane queued on the calling thread (backend/executor/express.h).
+VDEV_TESTING_API std::uint64_t express_calls();
+// How many calls missed the express lane's per-thread table on the calling thread.
+VDEV_TESTING_API std::uint64_t express_misses();
+
 // How many times a host thread gave its OpenMP team back (backend/common/thread_policy.h).
 VDEV_TESTING_API std::uint64_t host_team_releases();
 

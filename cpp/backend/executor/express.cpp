@@ -1,0 +1,187 @@
+#include "backend/executor/express.h"
+
+#include <ATen/Context.h>
+#include <ATen/MemoryOverlap.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+#include "backend/checks/call_checks.h"
+#include "backend/checks/profile_rules.h"
+#include "backend/common/stream_lookup.h"
+#include "backend/common/task.h"
+#include "backend/common/tensor_args.h"
+#include "backend/executor/enqueue.h"
+#include "backend/executor/operator_task.h"
+#include "backend/executor/plan_cache.h"
+#include "backend/sanitizer/settings.h"
+
+namespace vdev::backend {
+namespace {
+
+// Per thread: plans by express key (the operator record's address, the deterministic flag and the
+// arguments' encoding, as the plan cache's keys); a null plan: the lane declines such calls.
+// Bounded like the plan cache: cleared when it grows past kMaxEntries.
+constexpr std::size_t kMaxEntries = 1024;
+using Plans = std::unordered_map<std::string, std::shared_ptr<const LaunchPlan>>;
+
+thread_local std::uint64_t t_express_calls = 0;
+thread_local std::uint64_t t_express_misses = 0;
+
+// The vdev device of the call when the lane takes its arguments: every tensor a defined strided
+// vdev tensor of one device, or a Python number (a wrapped 0-dim CPU tensor, which CUDA's kernels
+// take too), and some vdev tensor with elements (all-empty calls get CPU's checks on the boxed
+// path, checks/empty_inputs.h).
+std::optional<c10::Device> lane_device(c10::ArrayRef<UnboxedArg> args) {
+  std::optional<c10::Device> device;
+  bool elements = false;
+  for (const UnboxedArg& a : args) {
+    if (a.tensor == nullptr) continue;
+    const at::Tensor& t = *a.tensor;
+    if (!t.defined()) return std::nullopt;
+    const c10::Device d = t.device();
+    if (d.type() == kVdev) {
+      if (t.layout() != c10::kStrided || t.is_quantized() || (device && *device != d)) {
+        return std::nullopt;
+      }
+      device = d;
+      elements = elements || t.numel() != 0;
+    } else if (!(d.is_cpu() && t.unsafeGetTensorImpl()->is_wrapped_number())) {
+      return std::nullopt;
+    }
+  }
+  if (!device || !device->has_index() || !elements) return std::nullopt;
+  return device;
+}
+
+// An in-place call the lane takes: self overlaps neither itself nor another argument (those
+// calls run on the host, checks/overlap.h; the same tensor passed twice included).
+bool written_self_alone(c10::ArrayRef<UnboxedArg> args) {
+  const at::Tensor& self = *args[0].tensor;
+  if (at::has_internal_overlap(self) != at::MemOverlap::No) return false;
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const at::Tensor* t = args[i].tensor;
+    if (t != nullptr && is_vdev_tensor(*t) && t->storage().is_alias_of(self.storage())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// A coefficient's kind, for the key.
+char scalar_kind(const c10::IValue& v) {
+  if (v.isInt()) return 'i';
+  if (v.isDouble()) return 'd';
+  if (v.isComplexDouble()) return 'z';
+  if (v.isBool()) return 'b';
+  return '\0';  // symbolic: not keyed
+}
+
+bool make_key(std::string& key, const ExpressOperator& op, c10::ArrayRef<UnboxedArg> args) {
+  key.clear();  // keeps its capacity
+  const ExpressOperator* id = &op;
+  key.append(reinterpret_cast<const char*>(&id), sizeof(id));
+  append_modes_key(key);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const UnboxedArg& a = args[i];
+    if (a.tensor != nullptr) {
+      append_tensor_key(key, *a.tensor);
+    } else if ((op.coefficient_args >> i) & 1U) {
+      const char kind = scalar_kind(a.value);
+      if (kind == '\0') return false;
+      key.push_back(kind);
+    } else if (!append_value_key(key, a.value)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether calls under `plan` can take the lane: queued, one tensor return that is fresh or (in
+// place) self at its own size, no Generator, nothing that must happen on the host.
+bool lane_plan(const LaunchPlan& plan, const ExpressOperator& op, const at::Tensor& self) {
+  if (!plan.ok || plan.returns_from_cpu_values || plan.warns_on_host || plan.generator_arg ||
+      plan.returns.size() != 1 || plan.returns[0].kind != MetaReturn::Tensor ||
+      !plan.out_args.empty()) {
+    return false;
+  }
+  const MetaTensor& m = plan.returns[0].tensors[0];
+  if (!m.defined) return false;
+  if (op.writes_self) return plan.aliased[0] == 0 && self.sizes() == c10::IntArrayRef(m.sizes);
+  return plan.all_fresh;
+}
+
+// A miss: the boxed path's checks and plan for this signature (on a boxed copy of the arguments;
+// the copies are what a boxed call makes anyway). Raises what the boxed path would raise.
+std::shared_ptr<const LaunchPlan> plan_on_miss(const ExpressOperator& op,
+                                               c10::ArrayRef<UnboxedArg> args) {
+  torch::jit::Stack stack;
+  stack.reserve(args.size());
+  for (const UnboxedArg& a : args) {
+    stack.push_back(a.tensor != nullptr ? c10::IValue(*a.tensor) : a.value);
+  }
+  const CheckedCall call = check_call(op.handle, stack);
+  if (!call.may_queue()) return nullptr;
+  std::shared_ptr<const LaunchPlan> plan = find_or_make_plan(op.handle, stack, 0, args.size());
+  return lane_plan(*plan, op, *args[0].tensor) ? plan : nullptr;
+}
+
+}  // namespace
+
+ExpressOperator::ExpressOperator(c10::OperatorHandle op) : handle(std::move(op)) {
+  const c10::FunctionSchema& schema = handle.schema();
+  const auto& returns = schema.returns();
+  writes_self = returns.size() == 1 && returns[0].alias_info() != nullptr &&
+                returns[0].alias_info()->isWrite();
+  const auto& args = schema.arguments();
+  for (std::size_t i = 0; i < args.size() && i < 32; ++i) {
+    const std::string& n = args[i].name();
+    if (args[i].type()->kind() == c10::TypeKind::NumberType &&
+        (n == "alpha" || n == "value" || n == "weight")) {
+      coefficient_args |= 1U << i;
+    }
+  }
+}
+
+bool try_express(const ExpressOperator& op, c10::ArrayRef<UnboxedArg> args, at::Tensor& result) {
+  if (C10_UNLIKELY(sanitizing_accesses())) return false;  // the boxed path reports the accesses
+  const std::optional<c10::Device> device = lane_device(args);
+  if (!device || (op.writes_self && !written_self_alone(args))) return false;
+  refuse_operator_the_profile_lacks(op.handle);  // VDEV_PROFILE: as the boxed path, first
+
+  thread_local std::string key;
+  thread_local Plans plans;
+  if (!make_key(key, op, args)) return false;
+  auto it = plans.find(key);
+  if (it == plans.end()) {
+    ++t_express_misses;
+    std::string miss_key = key;  // making the plan may come back here (a meta kernel's calls)
+    std::shared_ptr<const LaunchPlan> plan = plan_on_miss(op, args);
+    if (plans.size() >= kMaxEntries) plans.clear();
+    it = plans.emplace(std::move(miss_key), std::move(plan)).first;
+  }
+  if (!it->second) return false;
+  // CPU's checks failed on stand-ins: the boxed path settles the call on the host. The entry goes,
+  // so that the next call looks up the plan again (the boxed path may have made a new one).
+  if (it->second->settle_on_host.load(std::memory_order_relaxed)) {
+    plans.erase(it);
+    return false;
+  }
+  std::shared_ptr<const LaunchPlan> plan = it->second;  // the table may change while allocating
+
+  const c10::DeviceGuard guard(*device);
+  if (!op.writes_self) result = fresh_output(plan->returns[0].tensors[0]);
+  const vdev::rt::TaskTag tag{vdev::rt::TaskKind::kKernel, 0, plan->size_hint};
+  const char* name = plan->task_name;
+  emplace_task<OperatorTask>(current_runtime_stream(device->index()), name, tag, op.handle,
+                             std::move(plan), args, op.writes_self ? nullptr : &result);
+  ++t_express_calls;
+  return true;
+}
+
+std::uint64_t express_calls_on_this_thread() noexcept { return t_express_calls; }
+std::uint64_t express_misses_on_this_thread() noexcept { return t_express_misses; }
+
+}  // namespace vdev::backend
