@@ -4,7 +4,8 @@ run, alternating the two sides repeat by repeat so that the machine's drift hits
 - mm_1024_sync: torch.mm of two 1024x1024 float32 matrices, with a synchronize on vdev
   (target: at most 1.1x CPU)
 - add_1_element: host time per small operator, x + y on one-element tensors, 10,000 ops then one
-  synchronize (target: at most 1.3x CPU)
+  synchronize (target: at most 1.3x CPU); add_inplace_1_element: the same for x.add_(y), which
+  allocates nothing (reported, no target)
 - h2d_64MiB / d2h_64MiB: a pageable 64 MiB copy into / out of a device tensor, against the same
   copy_ between two CPU tensors (target: bandwidth at least 0.9x CPU's)
 - eager training steps (forward, backward, SGD step) of an MLP, a small Transformer encoder and a
@@ -53,6 +54,17 @@ def add_1_element(d: str):
     def run():
         for _ in range(N_SMALL_OPS[0]):
             x + y
+        sync(d)
+
+    return run
+
+
+def add_inplace_1_element(d: str):
+    x, y = torch.ones(1, device=d), torch.ones(1, device=d)
+
+    def run():
+        for _ in range(N_SMALL_OPS[0]):
+            x.add_(y)
         sync(d)
 
     return run
@@ -116,6 +128,7 @@ def cnn() -> tuple[nn.Module, torch.Tensor]:
 CASES = {
     "mm_1024_sync": (mm_1024, lambda: 1, "ms"),
     "add_1_element": (add_1_element, lambda: N_SMALL_OPS[0], "us"),
+    "add_inplace_1_element": (add_inplace_1_element, lambda: N_SMALL_OPS[0], "us"),
     "h2d_64MiB": (copy_64MiB("h2d"), lambda: 1, "ms"),
     "d2h_64MiB": (copy_64MiB("d2h"), lambda: 1, "ms"),
     "mlp_train_step": (train(mlp), lambda: STEPS[0], "ms"),

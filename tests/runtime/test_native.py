@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CTEST_NAMES = {"runtime", "device_cache"}
+CTEST_NAMES = {"runtime", "device_cache", "task_blocks"}
 
 
 @pytest.fixture(scope="module")

@@ -27,6 +27,7 @@
 
 #include "backend/common/check.h"
 #include "backend/common/export.h"
+#include "backend/common/task_blocks.h"
 #include "backend/common/thread_policy.h"
 #include "backend/common/worker_warnings.h"
 #include "runtime/stream.h"
@@ -41,16 +42,22 @@ VDEV_BACKEND_API const char* intern_task_name(const std::string& name);
 // `tag` says what the task is for the task observers (runtime/task_trace.h: the profiler's device
 // activities); an operator is a kernel.
 namespace detail {
-// One queued task and what it inherits from the host. Held by a shared_ptr, so that the
-// std::function the runtime keeps, copies and moves holds one pointer, and the callable (an
-// OperatorTask is hundreds of bytes of inline vectors) is built here once and never moved.
+// One queued task and what it inherits from the host: the callable of the runtime's
+// std::function, in the one block that std::function allocates for it, which comes from the task
+// blocks (backend/common/task_blocks.h: allocated on the host, freed on the worker, without
+// malloc's arena lock). The callable is built in place here and moved once, into that block.
 template <typename F>
 struct QueuedTask {
+  static void* operator new(std::size_t size) { return take_task_block(size); }
+  static void operator delete(void* block, std::size_t size) noexcept {
+    give_task_block(block, size);
+  }
+
   template <typename... Args>
   QueuedTask(int threads, const char* name, int device, std::int64_t id, Args&&... args)
       : fn(std::forward<Args>(args)...), threads(threads), name(name), device(device), id(id) {}
 
-  void run() {
+  void operator()() {
     use_intra_op_threads(task_threads_now(threads));
     at::AutoDispatchBelowADInplaceOrView below_autograd;
     const CaptureWorkerWarnings warnings(name, device, id);  // re-raised on the host
@@ -70,21 +77,21 @@ struct QueuedTask {
 }  // namespace detail
 
 // Queues a task of type F made from `args` (F(args...), built in place). A task may run more than
-// once, and at the same time on two streams (a captured graph's replays share its tasks): running
-// it must not change it. It must hold no tensor that Python may also hold: its last reference
-// would be dropped on the stream worker, which then takes the GIL to release the Python object,
-// while a host thread may hold the GIL waiting for that worker (a hang: copy such tensors).
-// `tag` says what the task is for the task observers (runtime/task_trace.h: the profiler's device
-// activities); an operator is a kernel.
+// once (a captured graph's replays): running it must not change it. It must hold no tensor that
+// Python may also hold: its last reference would be dropped on the stream worker, which then takes
+// the GIL to release the Python object, while a host thread may hold the GIL waiting for that
+// worker (a hang: copy such tensors). `tag` says what the task is for the task observers
+// (runtime/task_trace.h: the profiler's device activities); an operator is a kernel.
 template <typename F, typename... Args>
 void emplace_task(vdev::rt::Stream& stream, const char* name, vdev::rt::TaskTag tag,
                   Args&&... args) {
   const int threads = task_intra_op_threads(tag);
   // A team for the worker: the host's idle one must not tip libgomp's count (thread_policy.h).
   if (threads > 1 && tag.elements >= kLargeTaskElements) release_host_team();
-  auto task = std::make_shared<detail::QueuedTask<F>>(threads, name, stream.device(), stream.id(),
-                                                      std::forward<Args>(args)...);
-  VDEV_RT(stream.enqueue(name, [task = std::move(task)] { task->run(); }, tag));
+  VDEV_RT(stream.enqueue(name,
+                         detail::QueuedTask<F>(threads, name, stream.device(), stream.id(),
+                                               std::forward<Args>(args)...),
+                         tag));
 }
 
 // Queues the callable `fn`.

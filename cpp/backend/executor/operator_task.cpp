@@ -202,7 +202,7 @@ void OperatorTask::refuse(const c10::OperatorHandle& out_overload) const {
 }
 
 torch::jit::Stack OperatorTask::make_args() const {
-  torch::jit::Stack stack = args_;
+  torch::jit::Stack stack(args_.begin(), args_.end());
   place_aliases(arg_specs_, stack);
   if (draw_) stack[*plan_->generator_arg] = cpu_generator_for(*draw_);
   return stack;

@@ -66,7 +66,10 @@ class OperatorTask {
   bool use_out_op_ = false;                 // all outputs fresh and plan_->out_op usable
   // The arguments: snapshots of CPU tensors and other values; vdev tensors are made into CPU
   // aliases on the worker from arg_specs_ (position, spec), or, inside tensor lists, on the host.
-  torch::jit::Stack args_;
+  // Inline for up to 4 (a small operator's): a task's own allocations are freed on the stream
+  // worker, and every block allocated on one thread and freed on another costs glibc's arena lock
+  // on both threads.
+  c10::SmallVector<c10::IValue, 4> args_;
   c10::SmallVector<std::pair<std::size_t, AliasSpec>, 3> arg_specs_;
   // A random operator's draw: its Generator argument becomes a CPU engine keyed by it, on the
   // worker (backend/random/keyed_engine.h).
