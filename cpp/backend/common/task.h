@@ -13,14 +13,14 @@
 //     otherwise keep the default and oversubscribe the cores when several streams run at once.
 //
 // Thread rules: enqueue_task is called on the dispatching thread; the wrapped task runs on the
-// stream's worker. The callable must be copyable (the runtime stores std::function).
+// stream's worker. The callable must be copyable (the runtime stores std::function, and a
+// captured graph's instantiation copies its tasks).
 #pragma once
 
 #include <ATen/Parallel.h>
 #include <ATen/core/LegacyTypeDispatch.h>
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>

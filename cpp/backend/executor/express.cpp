@@ -21,9 +21,9 @@
 namespace vdev::backend {
 namespace {
 
-// Per thread: plans by express key (the operator record's address, the deterministic flag and the
-// arguments' encoding, as the plan cache's keys); a null plan: the lane declines such calls.
-// Bounded like the plan cache: cleared when it grows past kMaxEntries.
+// Per thread: plans by express key (make_key: the operator record's address, the modes, the
+// arguments as the plan cache encodes them, coefficients by kind); a null plan: the lane declines
+// such calls. Bounded like the plan cache: cleared when it grows past kMaxEntries.
 constexpr std::size_t kMaxEntries = 1024;
 using Plans = std::unordered_map<std::string, std::shared_ptr<const LaunchPlan>>;
 
