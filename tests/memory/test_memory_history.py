@@ -731,9 +731,11 @@ def test_profile_memory_shows_device_memory_per_operator():
         del z
     events = {e.key: e for e in prof.key_averages()}
     # Its output, allocated by the operator itself, as CUDA's structured kernels allocate theirs
-    # (no empty_strided through the dispatcher: no child operator).
+    # (not by an empty_strided child). The first call of a signature makes its launch plan, whose
+    # meta and stand-in tensors may show as empty_strided, holding no device memory.
     assert events["aten::mul"].self_device_memory_usage == 4096
-    assert "aten::empty_strided" not in events
+    strided = events.get("aten::empty_strided")
+    assert strided is None or strided.device_memory_usage == 0
     assert events["aten::empty"].self_device_memory_usage == MiB
     assert events["[memory]"].device_memory_usage == -MiB  # z's free, outside any operator
     table = prof.key_averages().table(sort_by="self_device_memory_usage", row_limit=5)

@@ -205,12 +205,12 @@ def test_the_stream_sanitizer_sees_every_call():
     assert torch.equal(out.cpu(), torch.full((4,), 2.0))
 
 
-def test_deterministic_mode_between_calls_fills_new_outputs_again():
+def test_deterministic_mode_is_part_of_the_key():
     x = torch.ones(3, device=DEV)
     a, calls_a = taken(lambda: x + 1)
     torch.use_deterministic_algorithms(True)
     try:
-        b, calls_b = taken(lambda: x + 1)  # another key: a plan of its own, still queued
+        b, calls_b = taken(lambda: x + 1)  # another key: its own plan, same values
     finally:
         torch.use_deterministic_algorithms(False)
     assert calls_a == calls_b == 1

@@ -6,7 +6,6 @@
 
 #include <cstdlib>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "backend/checks/profile_rules.h"
