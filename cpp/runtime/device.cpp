@@ -1,5 +1,6 @@
 #include "runtime/device.h"
 
+#include <atomic>
 #include <memory>
 #include <stdexcept>
 #include <utility>
@@ -12,6 +13,9 @@ namespace vdev::rt {
 namespace {
 
 thread_local int tls_current_device = 0;
+// device_count() once the configuration has loaded (it never changes then), 0 before: the check
+// of a device index, made several times per queued operator, is then one load and a compare.
+std::atomic<int> g_loaded_device_count{0};
 
 const std::vector<DeviceProperties>& all_properties() {
   static const std::vector<DeviceProperties> props = [] {
@@ -37,7 +41,10 @@ int device_count() { return config().device_count; }
 int device_count_noexcept() noexcept { return config_error() ? 0 : config().device_count; }
 
 void check_device_index(int index, const char* fn) {
-  const int n = device_count();
+  const int known = g_loaded_device_count.load(std::memory_order_relaxed);
+  if (static_cast<unsigned>(index) < static_cast<unsigned>(known)) return;
+  const int n = device_count();  // loads the configuration, or throws its error
+  g_loaded_device_count.store(n, std::memory_order_relaxed);
   if (index < 0) {
     fail<std::invalid_argument>(fn, "device index ", index, " is negative: ", n,
                                 " vdev devices (0..", n - 1, ")");

@@ -40,12 +40,25 @@ bool spin_until(Pred pred, std::chrono::microseconds limit) {
   return pred();
 }
 
+std::atomic<std::int64_t> g_worker_idle_exit_ms{
+    std::chrono::duration_cast<std::chrono::milliseconds>(kWorkerIdleExit).count()};
+
 }  // namespace
+
+std::chrono::milliseconds worker_idle_exit() noexcept {
+  return std::chrono::milliseconds(g_worker_idle_exit_ms.load(std::memory_order_relaxed));
+}
+
+void set_worker_idle_exit(std::chrono::milliseconds wait) noexcept {
+  g_worker_idle_exit_ms.store(wait.count(), std::memory_order_relaxed);
+}
 
 Stream::Stream(int device, std::int64_t id, int priority)
     : device_(device), id_(id), priority_(priority) {
   errors_.reserve(kMaxKeptErrors);  // keep_error never grows it: it cannot fail to record one
+  // Never held together: the order does not matter.
   register_fork_lock(&mu_, ForkLockLevel::kStreams);
+  register_fork_lock(&push_mu_, ForkLockLevel::kStreams);
 }
 
 std::string Stream::errors_message_locked(const std::vector<const TaskError*>& errors,
@@ -94,6 +107,7 @@ void Stream::throw_pending_error_locked(std::unique_lock<std::mutex>& lock) {
                                [&](const TaskError& e) { return e.origin == me; }),
                 errors_.end());
   for (TaskError& e : errors_) e.reported = true;
+  has_errors_.store(!errors_.empty(), std::memory_order_release);
   lock.unlock();
   throw_error(kind, message);
 }
@@ -106,31 +120,67 @@ void Stream::enqueue(const char* name, TaskFn fn, TaskTag tag) {
   }
   // The one load when nothing observes tasks (runtime/task_trace.h).
   const std::int64_t launch = __builtin_expect(task_tracing(), false) ? trace_clock_ns() : 0;
-  bool wake = false;
-  {
+  if (__builtin_expect(capture_id() != 0 || has_errors_.load(std::memory_order_acquire), false)) {
     std::unique_lock<std::mutex> lock(mu_);
     if (capture_ != nullptr) {
       capture_->record(*this, name, std::move(fn), tag);  // recorded, not run
       return;
     }
     throw_pending_error_locked(lock);
+  }
+  {
+    std::lock_guard<std::mutex> lock(push_mu_);
     // The worker first: if its thread cannot be created, nothing is queued or counted (a counted
     // task without a worker would make every later synchronize wait forever).
     if (!worker_running_) start_worker_locked();
-    Item& item = queue_.emplace_back(Item{name, std::move(fn), std::this_thread::get_id()});
+    Item& item = next_free_slot_locked();
+    item.name = name;
+    item.fn = std::move(fn);
+    item.origin = std::this_thread::get_id();
+    item.launch_ns = launch;
     if (launch != 0) {
       item.tag = tag;
       item.launch_id = next_launch_id();
-      item.launch_ns = launch;
       item.correlation = launch_correlation();
       item.host_thread = trace_thread_id();
       item.launch_end_ns = trace_clock_ns();
     }
-    enqueued_.fetch_add(1);
-    wake = worker_sleeping_;
+    // Published (seq_cst: pairs with the worker's worker_sleeping_ store before it sleeps).
+    enqueued_.store(enqueued_.load(std::memory_order_relaxed) + 1);
   }
-  if (wake) work_cv_.notify_one();
+  if (worker_sleeping_.load()) {
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+    }  // it is asleep or sees the new count
+    work_cv_.notify_one();
+  }
   if (config().launch_blocking) synchronize();  // errors surface at the operation itself
+}
+
+Stream::Item& Stream::next_free_slot_locked() {
+  if (tail_ == nullptr || tail_used_ == kChunkItems) {
+    Chunk* fresh = spare_.exchange(nullptr, std::memory_order_acquire);
+    if (fresh == nullptr) fresh = new Chunk;  // bad_alloc: nothing changed
+    if (tail_ == nullptr) {
+      head_ = fresh;  // the worker reads it once the first item is published
+    } else {
+      tail_->next.store(fresh, std::memory_order_release);
+    }
+    tail_ = fresh;
+    tail_used_ = 0;
+  }
+  return tail_->items[tail_used_++];
+}
+
+Stream::Item& Stream::next_queued_item() noexcept {
+  if (head_used_ == kChunkItems) {  // linked before the item now published
+    Chunk* done = head_;
+    head_ = done->next.load(std::memory_order_acquire);
+    head_used_ = 0;
+    done->next.store(nullptr, std::memory_order_relaxed);
+    delete spare_.exchange(done, std::memory_order_acq_rel);  // at most one kept
+  }
+  return head_->items[head_used_++];
 }
 
 bool Stream::query() const noexcept {
@@ -245,6 +295,17 @@ void Stream::start_worker_locked() {
                              " (too many threads? nothing was queued)");
   }
   worker_running_ = true;
+  ++worker_starts_;
+}
+
+bool Stream::worker_running() const {
+  const std::lock_guard<std::mutex> lock(push_mu_);
+  return worker_running_;
+}
+
+std::uint64_t Stream::worker_starts() const {
+  const std::lock_guard<std::mutex> lock(push_mu_);
+  return worker_starts_;
 }
 
 namespace {
@@ -253,39 +314,47 @@ thread_local bool t_on_worker = false;
 
 bool on_stream_worker() noexcept { return t_on_worker; }
 
+bool Stream::worker_should_exit(std::uint64_t done) noexcept {
+  // Under push_mu_, which every producer holds from its worker check to its publish: either a
+  // producer has published (the worker stays) or the next one sees the worker gone and starts one.
+  const std::lock_guard<std::mutex> lock(push_mu_);
+  if (enqueued_.load(std::memory_order_relaxed) != done) return false;
+  worker_running_ = false;
+  return true;
+}
+
 void Stream::worker_loop() {
   t_on_worker = true;
-  // Swapped with queue_ in one go: one lock round trip per batch. (A deque: measured faster than a
-  // vector or recycled chunks for bursts of tasks with benchmarks/cpp/bench_streams.cpp's
-  // throughput figure; see commit 871c4e3.)
-  std::deque<Item> batch;
-  std::unique_lock<std::mutex> lock(mu_);
+  // Only this thread writes completed_: `done` is its value.
+  std::uint64_t done = completed_.load(std::memory_order_relaxed);
   for (;;) {
-    if (queue_.empty()) {
-      lock.unlock();
+    const std::uint64_t published = enqueued_.load(std::memory_order_acquire);
+    if (published == done) {
       // Bounded spin: back-to-back work is picked up without a sleep/wake round trip.
-      spin_until([&] { return completed_.load() != enqueued_.load() || stopping(); }, kWorkerSpin);
-      lock.lock();
-      worker_sleeping_ = true;
-      const bool woke =
-          work_cv_.wait_for(lock, kWorkerIdleExit, [&] { return !queue_.empty() || stopping(); });
-      worker_sleeping_ = false;
-      if (stopping() || (!woke && queue_.empty())) {
-        worker_running_ = false;  // decided under the lock: the next enqueue starts a new worker
-        return;
-      }
+      spin_until([&] { return enqueued_.load(std::memory_order_acquire) != done || stopping(); },
+                 kWorkerSpin);
+      if (stopping()) return;  // queued work is abandoned at exit
+      if (enqueued_.load(std::memory_order_acquire) != done) continue;
+      std::unique_lock<std::mutex> lock(mu_);
+      // seq_cst, then the count read in the predicate: pairs with enqueue's publish, then its
+      // read of worker_sleeping_ (either it sees this thread asleep and wakes it under mu_, or
+      // this thread sees its task).
+      worker_sleeping_.store(true);
+      const bool woke = work_cv_.wait_for(lock, worker_idle_exit(),
+                                          [&] { return enqueued_.load() != done || stopping(); });
+      worker_sleeping_.store(false, std::memory_order_relaxed);
+      lock.unlock();
+      if (stopping()) return;
+      if (!woke && worker_should_exit(done)) return;
       continue;
     }
-    if (stopping()) {
-      worker_running_ = false;  // queued work is abandoned at exit
-      return;
-    }
-    // Take everything queued in one go: one lock round trip per batch, not per task.
-    batch.swap(queue_);
     busy_.store(true);
-    lock.unlock();
-    for (Item& item : batch) {
-      if (stopping()) break;  // queued work is abandoned at exit
+    while (done != published) {
+      if (stopping()) {  // queued work is abandoned at exit
+        busy_.store(false);
+        return;
+      }
+      Item& item = next_queued_item();
       running_.store(item.name, std::memory_order_relaxed);
       note_worker_busy(true);  // per task, and ended before its completion is visible
       if (item.launch_ns == 0) {
@@ -295,18 +364,17 @@ void Stream::worker_loop() {
       }
       note_worker_busy(false);
       item.fn = nullptr;  // destroy the captures on this thread, before signalling
-      const std::uint64_t done = completed_.fetch_add(1) + 1;
+      ++done;
       // seq_cst on completed_ and wake_at_ pairs with synchronize(): either the waiter sees the
       // new count or this thread sees the waiter's target.
+      completed_.store(done);
       if (done >= wake_at_.load()) {
         std::lock_guard<std::mutex> wlock(mu_);
         wake_at_.store(kNoWaiter);
         done_cv_.notify_all();
       }
     }
-    batch.clear();
     busy_.store(false);
-    lock.lock();
   }
 }
 
@@ -343,6 +411,7 @@ void Stream::keep_error(ErrorKind kind, const Item& item, const char* what) noex
   } catch (...) {  // out of memory: keep that there was an error, without its message
   }
   errors_.push_back(TaskError{kind, std::move(message), item.origin, false});  // reserved room
+  has_errors_.store(true, std::memory_order_release);
 }
 
 void Stream::request_stop() {

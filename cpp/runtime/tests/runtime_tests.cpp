@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -265,6 +266,47 @@ static void test_concurrent_enqueue_stress() {
   }
   EXPECT(ordered);
   for (int t = 0; t < kThreads; ++t) EXPECT(private_logs[t]->values().size() == kTasks);
+}
+
+// Workers that exit when idle and start again at the next enqueue (runtime/stream.h: the exit is
+// decided under the producers' lock). The idle wait is shortened to 1 ms. One thread queues bursts
+// and waits, between them, until the worker has gone (so workers provably exit and restart); three
+// others queue at random small intervals, racing the exits. Nothing is lost or reordered.
+static void test_worker_exit_and_restart_race() {
+  rt::set_worker_idle_exit(std::chrono::milliseconds(1));
+  rt::Stream& s = rt::new_stream(0, 0);
+  auto log = std::make_shared<rt::testing::Log>();
+  constexpr int kThreads = 4, kBursts = 40, kPerBurst = 100;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::uint32_t random = 12345u + static_cast<std::uint32_t>(t);
+      for (int b = 0; b < kBursts; ++b) {
+        for (int k = 0; k < kPerBurst; ++k) {
+          rt::testing::enqueue_log(s, log, t * 1000000 + b * kPerBurst + k);
+        }
+        if (t == 0) {
+          while (s.worker_running()) std::this_thread::yield();
+        } else {
+          random = random * 1664525u + 1013904223u;
+          std::this_thread::sleep_for(std::chrono::microseconds(random % 2000));
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  s.synchronize();
+  rt::set_worker_idle_exit(rt::kWorkerIdleExit);
+  const auto v = log->values();
+  EXPECT(v.size() == static_cast<std::size_t>(kThreads * kBursts * kPerBurst));
+  std::vector<int> next(kThreads, 0);
+  bool ordered = true;
+  for (auto x : v) {
+    const int t = static_cast<int>(x / 1000000), i = static_cast<int>(x % 1000000);
+    ordered = ordered && i == next[t]++;
+  }
+  EXPECT(ordered);
+  EXPECT(s.worker_starts() >= static_cast<std::uint64_t>(kBursts));  // thread 0 saw each exit
 }
 
 // Task records (runtime/task_trace.h): tasks queued from several threads while an observer is
@@ -591,6 +633,7 @@ int main() {
   test_wait_event_orders_streams_and_carries_errors();
   test_elapsed_time_rules();
   test_concurrent_enqueue_stress();
+  test_worker_exit_and_restart_race();
   test_task_records_under_concurrency();
   test_async_copies_and_current_stream();
   test_ipc_memory_and_slots();
