@@ -49,14 +49,14 @@ void AliasSpec::set(const at::TensorBase& t) {
   neg = t.is_neg();
 }
 
-at::Tensor AliasSpec::make() const {
-  // What from_blob makes (a non-owning, non-resizable CPU storage over `data`), built directly:
+at::Tensor AliasSpec::make_at(void* address) const {
+  // What from_blob makes (a non-owning, non-resizable CPU storage over `address`), built directly:
   // a stream worker makes one per tensor of every queued operator, and from_blob's TensorMaker
   // costs twice as much.
   const caffe2::TypeMeta meta = c10::scalarTypeToTypeMeta(dtype);
   const std::size_t nbytes = at::detail::computeStorageNbytes(sizes, strides, meta.itemsize());
   c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes,
-                       at::DataPtr(data, c10::Device(c10::kCPU)), /*allocator=*/nullptr,
+                       at::DataPtr(address, c10::Device(c10::kCPU)), /*allocator=*/nullptr,
                        /*resizable=*/false);
   at::Tensor alias =
       at::detail::make_tensor<c10::TensorImpl>(std::move(storage), c10::DispatchKey::CPU, meta);

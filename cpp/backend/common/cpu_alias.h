@@ -41,12 +41,17 @@ struct AliasSpec {
   static AliasSpec of(const at::TensorBase& vdev_tensor);
   // Makes this the spec of `vdev_tensor` (in place: a spec inside a container is not moved).
   void set(const at::TensorBase& vdev_tensor);
-  at::Tensor make() const;
+  at::Tensor make() const { return make_at(data); }
+  // The alias of this view at kernel address `address` instead of `data` (the express lane's tasks
+  // keep one spec per call signature and the address per call, executor/express_task.h).
+  at::Tensor make_at(void* address) const;
   // The same bytes seen the same way (address, sizes, strides, dtype, conj/neg bits). Views of no
   // bytes are never the same: empty tensors share the null address but never overlap.
-  bool same_view(const AliasSpec& o) const {
-    return data == o.data && dtype == o.dtype && conj == o.conj && neg == o.neg &&
-           sizes == o.sizes && strides == o.strides && !has_zero_size();
+  bool same_view(const AliasSpec& o) const { return data == o.data && same_layout(o); }
+  // The same view, wherever its bytes are (all but the address).
+  bool same_layout(const AliasSpec& o) const {
+    return dtype == o.dtype && conj == o.conj && neg == o.neg && sizes == o.sizes &&
+           strides == o.strides && !has_zero_size();
   }
   bool has_zero_size() const {
     for (int64_t s : sizes) {

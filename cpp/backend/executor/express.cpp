@@ -14,18 +14,19 @@
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
 #include "backend/executor/enqueue.h"
-#include "backend/executor/operator_task.h"
+#include "backend/executor/express_task.h"
 #include "backend/executor/plan_cache.h"
 #include "backend/sanitizer/settings.h"
 
 namespace vdev::backend {
 namespace {
 
-// Per thread: plans by express key (make_key: the operator record's address, the modes, the
-// arguments as the plan cache encodes them, coefficients by kind); a null plan: the lane declines
-// such calls. Bounded like the plan cache: cleared when it grows past kMaxEntries.
+// Per thread: call signatures (their plan and argument views, executor/express_task.h) by express
+// key (make_key: the operator record's address, the modes, the arguments as the plan cache
+// encodes them, coefficients by kind); a null signature: the lane declines such calls. Bounded
+// like the plan cache: cleared when it grows past kMaxEntries.
 constexpr std::size_t kMaxEntries = 1024;
-using Plans = std::unordered_map<std::string, std::shared_ptr<const LaunchPlan>>;
+using Signatures = std::unordered_map<std::string, std::shared_ptr<const ExpressSignature>>;
 
 thread_local std::uint64_t t_express_calls = 0;
 thread_local std::uint64_t t_express_misses = 0;
@@ -115,8 +116,8 @@ bool lane_plan(const LaunchPlan& plan, const ExpressOperator& op, const at::Tens
 
 // A miss: the boxed path's checks and plan for this signature (on a boxed copy of the arguments;
 // the copies are what a boxed call makes anyway). Raises what the boxed path would raise.
-std::shared_ptr<const LaunchPlan> plan_on_miss(const ExpressOperator& op,
-                                               c10::ArrayRef<UnboxedArg> args) {
+std::shared_ptr<const ExpressSignature> signature_on_miss(const ExpressOperator& op,
+                                                          c10::ArrayRef<UnboxedArg> args) {
   torch::jit::Stack stack;
   stack.reserve(args.size());
   for (const UnboxedArg& a : args) {
@@ -125,7 +126,9 @@ std::shared_ptr<const LaunchPlan> plan_on_miss(const ExpressOperator& op,
   const CheckedCall call = check_call(op.handle, stack);
   if (!call.may_queue()) return nullptr;
   std::shared_ptr<const LaunchPlan> plan = find_or_make_plan(op.handle, stack, 0, args.size());
-  return lane_plan(*plan, op, *args[0].tensor) ? plan : nullptr;
+  if (!lane_plan(*plan, op, *args[0].tensor)) return nullptr;
+  return ExpressSignature::make(op.handle, std::move(plan), args, op.coefficient_args,
+                                op.writes_self);
 }
 
 }  // namespace
@@ -152,31 +155,31 @@ bool try_express(const ExpressOperator& op, c10::ArrayRef<UnboxedArg> args, at::
   refuse_operator_the_profile_lacks(op.handle);  // VDEV_PROFILE: as the boxed path, first
 
   thread_local std::string key;
-  thread_local Plans plans;
+  thread_local Signatures signatures;
   if (!make_key(key, op, args)) return false;
-  auto it = plans.find(key);
-  if (it == plans.end()) {
+  auto it = signatures.find(key);
+  if (it == signatures.end()) {
     ++t_express_misses;
     std::string miss_key = key;  // making the plan may come back here (a meta kernel's calls)
-    std::shared_ptr<const LaunchPlan> plan = plan_on_miss(op, args);
-    if (plans.size() >= kMaxEntries) plans.clear();
-    it = plans.emplace(std::move(miss_key), std::move(plan)).first;
+    std::shared_ptr<const ExpressSignature> sig = signature_on_miss(op, args);
+    if (signatures.size() >= kMaxEntries) signatures.clear();
+    it = signatures.emplace(std::move(miss_key), std::move(sig)).first;
   }
   if (!it->second) return false;
   // CPU's checks failed on stand-ins: the boxed path settles the call on the host. The entry goes,
   // so that the next call looks up the plan again (the boxed path may have made a new one).
-  if (it->second->settle_on_host.load(std::memory_order_relaxed)) {
-    plans.erase(it);
+  const LaunchPlan& plan = *it->second->plan;
+  if (plan.settle_on_host.load(std::memory_order_relaxed)) {
+    signatures.erase(it);
     return false;
   }
-  std::shared_ptr<const LaunchPlan> plan = it->second;  // the table may change while allocating
+  std::shared_ptr<const ExpressSignature> sig = it->second;  // the table may change meanwhile
 
   const c10::DeviceGuard guard(*device);
-  if (!op.writes_self) result = fresh_output(plan->returns[0].tensors[0]);
-  const vdev::rt::TaskTag tag{vdev::rt::TaskKind::kKernel, 0, plan->size_hint};
-  const char* name = plan->task_name;
-  emplace_task<OperatorTask>(current_runtime_stream(device->index()), name, tag, op.handle,
-                             std::move(plan), args, op.writes_self ? nullptr : &result);
+  if (!op.writes_self) result = fresh_output(plan.returns[0].tensors[0]);
+  const vdev::rt::TaskTag tag{vdev::rt::TaskKind::kKernel, 0, plan.size_hint};
+  emplace_task<ExpressTask>(current_runtime_stream(device->index()), plan.task_name, tag,
+                            std::move(sig), args, op.writes_self ? nullptr : &result);
   ++t_express_calls;
   return true;
 }

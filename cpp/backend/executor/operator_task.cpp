@@ -5,7 +5,6 @@
 #include <ATen/ops/alias.h>
 #include <ATen/ops/empty.h>
 
-#include <cstring>
 #include <stdexcept>
 
 #include "backend/common/tensor_args.h"
@@ -81,17 +80,6 @@ at::Tensor alias_or_snapshot(const at::Tensor& t) {
   return snapshot;
 }
 
-// A Python number's own copy (a wrapped 0-dim CPU tensor, one element). The task must not keep
-// the caller's tensor: if Python holds it too (a saved tensor of autograd's graph seen from
-// Python), the task's reference, dropped on the stream worker, would take the GIL there, and a
-// host thread holding the GIL while it waits for that worker would never see it finish.
-at::Tensor copy_of_number(const at::Tensor& t) {
-  at::Tensor copy = at::detail::empty_cpu({}, t.scalar_type(), /*pin_memory=*/false, std::nullopt);
-  std::memcpy(copy.mutable_data_ptr(), t.const_data_ptr(), t.element_size());
-  copy.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return copy;
-}
-
 }  // namespace
 
 OperatorTask::OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
@@ -130,38 +118,12 @@ OperatorTask::OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const 
   }
 }
 
-OperatorTask::OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
-                           c10::ArrayRef<UnboxedArg> args, const at::Tensor* fresh_output)
-    : op_(op), plan_(std::move(plan)) {
-  TORCH_INTERNAL_ASSERT(!plan_->generator_arg.has_value());
-  args_.reserve(args.size());
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const at::Tensor* t = args[i].tensor;
-    if (t != nullptr && is_vdev_tensor(*t)) {
-      arg_specs_.emplace_back();
-      arg_specs_.back().first = i;
-      arg_specs_.back().second.set(*t);
-      args_.emplace_back();  // placeholder
-    } else if (t != nullptr) {
-      args_.emplace_back(copy_of_number(*t));
-    } else {
-      args_.push_back(args[i].value);
-    }
-  }
-  if (fresh_output != nullptr) {
-    fresh_outputs_ = true;
-    use_out_op_ = plan_->out_op.has_value() && !plan_->out_refused.load(std::memory_order_relaxed);
-    output_specs_.emplace_back().emplace().set(*fresh_output);
-  }
-}
-
 void OperatorTask::operator()() { run(); }  // enqueue_task maps its errors
 
 void OperatorTask::run() {
   const torch::jit::Stack made = make_args();
-  torch::jit::Stack stack = made;
   if (!fresh_outputs_) {  // in-place / out=: writes through the argument aliases
-    run_mutating(made, stack);
+    run_mutating(op_, *plan_, made);
     return;
   }
   std::vector<c10::IValue> outputs =
@@ -169,36 +131,7 @@ void OperatorTask::run() {
   for (std::size_t i = 0; i < output_specs_.size(); ++i) {
     if (output_specs_[i]) outputs[i] = output_specs_[i]->make();
   }
-  if (use_out_op_) {
-    // Separate alias objects: an out= kernel may resize them before failing, and `outputs` must
-    // keep the device allocations' metadata for the fallback below.
-    for (const c10::IValue& v : plan_->out_extra_args) stack.push_back(v);
-    c10::SmallVector<at::Tensor, 2> written;
-    for (const auto& o : outputs) {
-      written.push_back(at::alias(o.toTensor()));
-      stack.push_back(written.back());
-    }
-    try {
-      plan_->out_op->callBoxed(&stack);
-      if (restore_layouts(
-              written, [&](std::size_t k) -> const at::Tensor& { return outputs[k].toTensor(); })) {
-        // Calls of this plan use the functional form and a copy from now on.
-        plan_->out_refused.store(true, std::memory_order_relaxed);
-      }
-      return;
-    } catch (const c10::Error& e) {
-      if (!out_overload_refused(e)) throw;
-      refuse(*plan_->out_op);  // use the functional form from now on
-    }
-    stack = made;
-  }
-  op_.callBoxed(&stack);
-  copy_results(outputs, stack);
-}
-
-void OperatorTask::refuse(const c10::OperatorHandle& out_overload) const {
-  plan_->out_refused.store(true, std::memory_order_relaxed);
-  remember_refused_out_overload(out_overload);
+  run_fresh(op_, *plan_, made, outputs, use_out_op_);
 }
 
 torch::jit::Stack OperatorTask::make_args() const {
@@ -208,32 +141,74 @@ torch::jit::Stack OperatorTask::make_args() const {
   return stack;
 }
 
+namespace {
+
+// Calls of `plan` use the functional form (or resizable temporaries) from now on.
+void refuse(const LaunchPlan& plan, const c10::OperatorHandle& out_overload) {
+  plan.out_refused.store(true, std::memory_order_relaxed);
+  remember_refused_out_overload(out_overload);
+}
+
+}  // namespace
+
+void run_fresh(const c10::OperatorHandle& op, const LaunchPlan& plan, const torch::jit::Stack& made,
+               const std::vector<c10::IValue>& outputs, bool use_out_op) {
+  torch::jit::Stack stack = made;
+  if (use_out_op) {
+    // Separate alias objects: an out= kernel may resize them before failing, and `outputs` must
+    // keep the device allocations' metadata for the fallback below.
+    for (const c10::IValue& v : plan.out_extra_args) stack.push_back(v);
+    c10::SmallVector<at::Tensor, 2> written;
+    for (const auto& o : outputs) {
+      written.push_back(at::alias(o.toTensor()));
+      stack.push_back(written.back());
+    }
+    try {
+      plan.out_op->callBoxed(&stack);
+      if (restore_layouts(
+              written, [&](std::size_t k) -> const at::Tensor& { return outputs[k].toTensor(); })) {
+        // Calls of this plan use the functional form and a copy from now on.
+        plan.out_refused.store(true, std::memory_order_relaxed);
+      }
+      return;
+    } catch (const c10::Error& e) {
+      if (!out_overload_refused(e)) throw;
+      refuse(plan, *plan.out_op);  // use the functional form from now on
+    }
+    stack = made;
+  }
+  op.callBoxed(&stack);
+  copy_results(outputs, stack);
+}
+
 // Some out= kernels refuse fixed device aliases as outputs (out_overload_refused: mse_loss.out
 // with a reduction resizes them to an intermediate shape): they get resizable CPU temporaries,
 // copied into the device outputs afterwards.
-void OperatorTask::run_mutating(const torch::jit::Stack& made, torch::jit::Stack& stack) {
-  const std::vector<std::size_t>& out_args = plan_->out_args;
-  if (!out_args.empty() && !plan_->out_refused.load(std::memory_order_relaxed)) {
+void run_mutating(const c10::OperatorHandle& op, const LaunchPlan& plan,
+                  const torch::jit::Stack& made) {
+  torch::jit::Stack stack = made;
+  const std::vector<std::size_t>& out_args = plan.out_args;
+  if (!out_args.empty() && !plan.out_refused.load(std::memory_order_relaxed)) {
     c10::SmallVector<at::Tensor, 2> written;
     for (std::size_t j : out_args) {
       written.push_back(at::alias(made[j].toTensor()));  // own metadata
       stack[j] = written.back();
     }
     try {
-      op_.callBoxed(&stack);
+      op.callBoxed(&stack);
       if (restore_layouts(written, [&](std::size_t k) -> const at::Tensor& {
             return made[out_args[k]].toTensor();
           })) {
-        plan_->out_refused.store(true, std::memory_order_relaxed);  // temporaries from now on
+        plan.out_refused.store(true, std::memory_order_relaxed);  // temporaries from now on
       }
       return;
     } catch (const c10::Error& e) {
       if (!out_overload_refused(e)) throw;
-      refuse(op_);
+      refuse(plan, op);
     }
     stack = made;
   } else if (out_args.empty()) {
-    op_.callBoxed(&stack);
+    op.callBoxed(&stack);
     return;
   }
   std::vector<at::Tensor> temps;
@@ -243,7 +218,7 @@ void OperatorTask::run_mutating(const torch::jit::Stack& made, torch::jit::Stack
     temps.push_back(at::empty({0}, made[j].toTensor().options()));
     stack[j] = temps.back();
   }
-  op_.callBoxed(&stack);
+  op.callBoxed(&stack);
   for (std::size_t k = 0; k < out_args.size(); ++k) {
     copy_result(made[out_args[k]].toTensor(), temps[k]);
   }

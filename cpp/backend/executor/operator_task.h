@@ -30,7 +30,6 @@
 
 #include "backend/common/cpu_alias.h"
 #include "backend/executor/launch_plan.h"
-#include "backend/executor/unboxed_args.h"
 #include "backend/random/generator.h"
 
 namespace vdev::backend {
@@ -44,21 +43,12 @@ class OperatorTask {
                const torch::jit::Stack& stack, std::size_t first,
                const std::vector<c10::IValue>& outputs, std::optional<RandomDraw> draw);
 
-  // Captures the call of `op` on unboxed `args` (executor/express.h) under `plan`, which has one
-  // return: `fresh_output`, or, when that is null, the first argument, written in place. No
-  // Generator. A CPU tensor among `args` is a Python number (a wrapped 0-dim tensor): the task
-  // keeps a copy of it.
-  OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
-               c10::ArrayRef<UnboxedArg> args, const at::Tensor* fresh_output);
-
   // Runs the call. Errors leave as std::runtime_error with the message only (the stream adds the
   // operator's name).
   void operator()();
 
  private:
   void run();
-  void run_mutating(const torch::jit::Stack& made, torch::jit::Stack& stack);
-  void refuse(const c10::OperatorHandle& out_overload) const;
   torch::jit::Stack make_args() const;
 
   c10::OperatorHandle op_;                  // as called: functional, in-place or out=
@@ -80,5 +70,15 @@ class OperatorTask {
   c10::SmallVector<std::optional<AliasSpec>, 2> output_specs_;
   std::vector<c10::IValue> host_outputs_;
 };
+
+// The worker's part of a queued call, shared with the express lane's task (executor/
+// express_task.h): runs `op` under `plan` on `made` (its arguments, vdev tensors as CPU aliases).
+// run_fresh writes the call's returns into `outputs` (CPU aliases of its fresh device outputs, or
+// host-made values), with the plan's out= overload when `use_out_op`; run_mutating runs an
+// in-place or out= call, which writes through its argument aliases.
+void run_fresh(const c10::OperatorHandle& op, const LaunchPlan& plan, const torch::jit::Stack& made,
+               const std::vector<c10::IValue>& outputs, bool use_out_op);
+void run_mutating(const c10::OperatorHandle& op, const LaunchPlan& plan,
+                  const torch::jit::Stack& made);
 
 }  // namespace vdev::backend
