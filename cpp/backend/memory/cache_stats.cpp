@@ -22,17 +22,6 @@ void for_each_stat(DeviceStats& s, F f) {
 
 }  // namespace
 
-void add_to_stat(StatArray& arr, bool small, std::int64_t delta) {
-  for (StatType t : {StatType::AGGREGATE, small ? StatType::SMALL_POOL : StatType::LARGE_POOL}) {
-    Stat& s = arr[static_cast<std::size_t>(t)];
-    if (delta >= 0) {
-      s.increase(static_cast<std::size_t>(delta));
-    } else {
-      s.decrease(static_cast<std::size_t>(-delta));
-    }
-  }
-}
-
 std::int64_t current_aggregate(const StatArray& arr) {
   return arr[static_cast<std::size_t>(StatType::AGGREGATE)].current;
 }

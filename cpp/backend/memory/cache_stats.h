@@ -18,7 +18,19 @@
 namespace vdev::backend {
 
 // Adds `delta` (may be negative) to the aggregate entry and to the small or large pool's entry.
-void add_to_stat(c10::CachingAllocator::StatArray& arr, bool small, std::int64_t delta);
+// Inline: an allocation and its free change thirteen of them.
+inline void add_to_stat(c10::CachingAllocator::StatArray& arr, bool small, std::int64_t delta) {
+  using c10::CachingAllocator::StatType;
+  auto apply = [delta](c10::CachingAllocator::Stat& s) {
+    if (delta >= 0) {
+      s.increase(static_cast<std::size_t>(delta));
+    } else {
+      s.decrease(static_cast<std::size_t>(-delta));
+    }
+  };
+  apply(arr[static_cast<std::size_t>(StatType::AGGREGATE)]);
+  apply(arr[static_cast<std::size_t>(small ? StatType::SMALL_POOL : StatType::LARGE_POOL)]);
+}
 // The aggregate current value.
 std::int64_t current_aggregate(const c10::CachingAllocator::StatArray& arr);
 // torch.vdev.reset_accumulated_memory_stats / reset_peak_memory_stats on one device's stats.

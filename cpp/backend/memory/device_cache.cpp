@@ -126,7 +126,46 @@ struct DeviceCache::State {
   std::vector<std::string> compile_context;  // innermost last
   std::string user_metadata;
 
-  State() { stats.max_split_size = -1; }  // blocks of any size may be split, as CUDA's default
+  // Blocks merged away and one tree node, kept for the next split and pool insert: an allocation
+  // that splits a free block and the free that merges it back (a small operator's output) then
+  // call no malloc (measured: a third of the cache's instructions per allocation and free).
+  static constexpr std::size_t kMaxSpareBlocks = 64;
+  std::vector<Block*> spare_blocks;  // reserved: retiring a block never allocates
+  Pool::node_type spare_node;
+
+  State() {
+    stats.max_split_size = -1;  // blocks of any size may be split, as CUDA's default
+    spare_blocks.reserve(kMaxSpareBlocks);
+  }
+  ~State() {
+    for (Block* b : spare_blocks) delete b;
+  }
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
+
+  Block* new_block(vdev::rt::Stream* stream, bool small, PrivatePool* owner, std::size_t size,
+                   char* ptr) {
+    if (spare_blocks.empty()) return new Block{device, stream, small, owner, size, ptr};
+    Block* b = spare_blocks.back();
+    spare_blocks.pop_back();
+    *b = Block{device, stream, small, owner, size, ptr};
+    return b;
+  }
+  void retire_block(Block* b) {
+    if (spare_blocks.size() < kMaxSpareBlocks) {
+      spare_blocks.push_back(b);
+    } else {
+      delete b;
+    }
+  }
+  void insert(Pool& p, Block* b) {
+    if (spare_node.empty()) {
+      p.insert(b);
+      return;
+    }
+    spare_node.value() = b;
+    p.insert(std::move(spare_node));
+  }
 
   Pool& pool(PrivatePool* owner, bool small) {
     if (owner != nullptr) return small ? owner->small_pool : owner->large_pool;
@@ -196,7 +235,7 @@ struct DeviceCache::State {
     auto it = p.lower_bound(&key);
     if (it == p.end() || (*it)->stream != stream || (*it)->owner != owner) return nullptr;
     Block* b = *it;
-    p.erase(it);
+    spare_node = p.extract(it);
     return b;
   }
 
@@ -263,7 +302,7 @@ struct DeviceCache::State {
     std::int64_t split_blocks = 0, split_bytes = 0;
     for (Block* n : {b->prev, b->next}) {
       if (n == nullptr || n->allocated || !n->fences.empty()) continue;
-      pool(n).erase(n);
+      spare_node = pool(n).extract(n);
       split_blocks -= 1;  // n was an inactive split block; it disappears into b
       split_bytes -= static_cast<std::int64_t>(n->size);
       if (n == b->prev) {
@@ -279,7 +318,7 @@ struct DeviceCache::State {
         if (b->next) b->next->prev = b;
       }
       b->size += n->size;
-      delete n;
+      retire_block(n);
     }
     if (b->is_split()) {
       split_blocks += 1;
@@ -290,7 +329,7 @@ struct DeviceCache::State {
     add_to_stat(stats.active, b->small, -1);
     add_to_stat(stats.active_bytes, b->small, -static_cast<std::int64_t>(original));
     b->uses.clear();
-    pool(b).insert(b);
+    insert(pool(b), b);
   }
 
   // Gives every whole free segment back to the runtime. The caller has made sure that no queued
@@ -451,14 +490,14 @@ Block* DeviceCache::allocate(std::size_t nbytes, vdev::rt::Stream& stream) {
   const bool was_split = b->is_split();
   const std::size_t rest = b->size - size;
   if (small ? rest >= kMinBlockSize : rest > kSmallSize) {
-    auto* remaining = new Block{s.device, &stream, small, owner, rest, b->ptr + size};
+    Block* remaining = s.new_block(&stream, small, owner, rest, b->ptr + size);
     remaining->segment = b->segment;
     remaining->prev = b;
     remaining->next = b->next;
     if (remaining->next) remaining->next->prev = remaining;
     b->next = remaining;
     b->size = size;
-    s.pool(owner, small).insert(remaining);
+    s.insert(s.pool(owner, small), remaining);
     if (was_split) {
       add_to_stat(s.stats.inactive_split_bytes, small, -static_cast<std::int64_t>(size));
     } else {
