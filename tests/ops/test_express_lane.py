@@ -290,15 +290,17 @@ def test_add_is_cpus_for_any_shape_layout_and_dtype(shape, transpose, dtype, alp
 
 
 def test_a_coefficient_that_changes_every_call_is_not_a_miss():
-    x = torch.zeros(3, device=DEV)
-    y = torch.ones(3, device=DEV)
+    # Seven elements: a shape no other test of this file uses (the hypothesis test above draws
+    # sizes 1 to 4), so that the integer alpha's key below is new whatever ran before.
+    x = torch.zeros(7, device=DEV)
+    y = torch.ones(7, device=DEV)
     x.add_(y, alpha=0.5)  # the signature's first call
     misses, calls = rt.express_misses(), rt.express_calls()
     for k in range(1, 21):
         x.add_(y, alpha=k / 10)  # a learning rate that decays: new values, same kind
     assert rt.express_calls() - calls == 20
     assert rt.express_misses() == misses
-    assert torch.equal(x.cpu(), torch.full((3,), 0.5 + sum(k / 10 for k in range(1, 21))))
+    assert torch.equal(x.cpu(), torch.full((7,), 0.5 + sum(k / 10 for k in range(1, 21))))
     x.add_(y, alpha=2)  # another kind (an integer): another plan
     assert rt.express_misses() == misses + 1
 
@@ -315,3 +317,48 @@ def test_the_default_dtype_is_part_of_the_key():
             assert torch.equal(q.cpu(), torch.arange(4) / 2)
     finally:
         torch.set_default_dtype(previous)
+
+
+@pytest.mark.parametrize(
+    "number", [3, 0.75, True, 0.5 + 2j], ids=["int", "float", "bool", "complex"]
+)
+def test_python_numbers_of_every_kind_keep_their_value(number):
+    x = torch.arange(4.0)
+    xd = x.to(DEV)
+    expected = [x * number, x + number]
+    got, calls = taken(lambda: [xd * number, xd + number])
+    assert calls == 2
+    for g, e in zip(got, expected, strict=True):
+        assert g.dtype == e.dtype
+        assert torch.equal(g.cpu(), e)
+
+
+def test_each_call_keeps_its_own_numbers_coefficients_and_addresses():
+    # One key, several calls queued behind a gate: a task carries its call's own device addresses,
+    # Python numbers and coefficients (the key's shared signature holds none of them).
+    xs = [torch.full((3,), float(i), device=DEV) for i in range(4)]
+    y = torch.ones(3, device=DEV)
+    stream = torch.vdev.current_stream()
+    with gated(stream):
+        sums, calls = taken(lambda: [x + 0.25 * i for i, x in enumerate(xs)])
+        _, in_place = taken(lambda: [x.add_(y, alpha=i) for i, x in enumerate(xs)])
+        assert calls == 4 and in_place == 4
+        assert not stream.query()
+    for i in range(4):
+        assert torch.equal(sums[i].cpu(), torch.full((3,), i + 0.25 * i))
+        assert torch.equal(xs[i].cpu(), torch.full((3,), 2.0 * i))
+
+
+def test_one_tensor_passed_twice_is_one_view_and_two_views_are_two():
+    a = torch.arange(9.0).reshape(3, 3)
+    ad = a.to(DEV)
+    cases = [
+        lambda t: t + t,
+        lambda t: t * t,
+        lambda t: t - t.t(),
+        lambda t: torch.maximum(t, t.t()),
+    ]
+    for fn in cases:
+        got, calls = taken(lambda fn=fn: fn(ad))
+        assert calls == 1
+        assert torch.equal(got.cpu(), fn(a))
