@@ -233,6 +233,17 @@ static void test_elapsed_time_rules() {
   EXPECT(throws<std::invalid_argument>([&] { start.elapsed_ms(never); }, "recorded"));
 }
 
+// Whether `values`, logged by `threads` threads as thread * 1000000 + i (i = 0, 1, ... per thread),
+// hold each thread's values in its own order.
+static bool in_order_per_thread(const std::vector<std::int64_t>& values, int threads) {
+  std::vector<int> next(static_cast<std::size_t>(threads), 0);
+  for (auto x : values) {
+    const auto t = static_cast<std::size_t>(x / 1000000);
+    if (t >= next.size() || x % 1000000 != next[t]++) return false;
+  }
+  return true;
+}
+
 // 8 host threads enqueue on one shared stream and on private streams: nothing lost or reordered.
 static void test_concurrent_enqueue_stress() {
   rt::Stream& shared = rt::new_stream(1, 0);
@@ -258,13 +269,7 @@ static void test_concurrent_enqueue_stress() {
   rt::synchronize_device(1);
   const auto v = shared_log->values();
   EXPECT(v.size() == static_cast<std::size_t>(kThreads * kTasks));
-  std::vector<int> next(kThreads, 0);
-  bool ordered = true;
-  for (auto x : v) {
-    const int t = static_cast<int>(x / 1000000), i = static_cast<int>(x % 1000000);
-    ordered = ordered && i == next[t]++;
-  }
-  EXPECT(ordered);
+  EXPECT(in_order_per_thread(v, kThreads));
   for (int t = 0; t < kThreads; ++t) EXPECT(private_logs[t]->values().size() == kTasks);
 }
 
@@ -299,13 +304,7 @@ static void test_worker_exit_and_restart_race() {
   rt::set_worker_idle_exit(rt::kWorkerIdleExit);
   const auto v = log->values();
   EXPECT(v.size() == static_cast<std::size_t>(kThreads * kBursts * kPerBurst));
-  std::vector<int> next(kThreads, 0);
-  bool ordered = true;
-  for (auto x : v) {
-    const int t = static_cast<int>(x / 1000000), i = static_cast<int>(x % 1000000);
-    ordered = ordered && i == next[t]++;
-  }
-  EXPECT(ordered);
+  EXPECT(in_order_per_thread(v, kThreads));
   EXPECT(s.worker_starts() >= static_cast<std::uint64_t>(kBursts));  // thread 0 saw each exit
 }
 
