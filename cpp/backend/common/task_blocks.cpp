@@ -3,6 +3,7 @@
 #include <array>
 #include <atomic>
 #include <new>
+#include <utility>
 
 namespace vdev::backend {
 namespace {
@@ -27,10 +28,16 @@ std::array<SizeClass, kClasses>& classes() {
 
 // A host thread's blocks, taken back from `returned` in one exchange (which, unlike popping one
 // node with a compare-and-swap, cannot be fooled by a node that left and came back).
+// The blocks it took are subtracted from `pooled` when it next takes a list back, not one by one:
+// `pooled` is written by the stream worker at every give, and an atomic change of it per task on
+// the host too moved its cache line between the two cores at every task (the cap it serves is a
+// bound, not an exact count).
 struct LocalLists {
   std::array<Node*, kClasses> head{};
+  std::array<std::size_t, kClasses> taken{};  // since the last take-back
   ~LocalLists() {
     for (std::size_t c = 0; c < kClasses; ++c) {
+      classes()[c].pooled.fetch_sub(taken[c], std::memory_order_relaxed);
       while (Node* n = head[c]) {
         head[c] = n->next;
         classes()[c].pooled.fetch_sub(1, std::memory_order_relaxed);
@@ -47,11 +54,15 @@ void* take_task_block(std::size_t size) {
   const std::size_t c = (size + kGranule - 1) / kGranule - 1;
   if (size == 0 || c >= kClasses) return ::operator new(size);
   Node*& head = t_lists.head[c];
-  if (head == nullptr) head = classes()[c].returned.exchange(nullptr, std::memory_order_acquire);
-  if (head == nullptr) return ::operator new((c + 1) * kGranule);
+  if (head == nullptr) {
+    SizeClass& sc = classes()[c];
+    sc.pooled.fetch_sub(std::exchange(t_lists.taken[c], 0), std::memory_order_relaxed);
+    head = sc.returned.exchange(nullptr, std::memory_order_acquire);
+    if (head == nullptr) return ::operator new((c + 1) * kGranule);
+  }
   Node* n = head;
   head = n->next;
-  classes()[c].pooled.fetch_sub(1, std::memory_order_relaxed);
+  ++t_lists.taken[c];
   return n;
 }
 
