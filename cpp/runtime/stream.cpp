@@ -149,9 +149,7 @@ void Stream::enqueue(const char* name, TaskFn fn, TaskTag tag) {
     enqueued_.store(enqueued_.load(std::memory_order_relaxed) + 1);
   }
   if (worker_sleeping_.load()) {
-    {
-      const std::lock_guard<std::mutex> lock(mu_);
-    }  // it is asleep or sees the new count
+    const std::lock_guard<std::mutex> lock(mu_);  // the worker waits on work_cv_ or sees the count
     work_cv_.notify_one();
   }
   if (config().launch_blocking) synchronize();  // errors surface at the operation itself
