@@ -27,7 +27,7 @@ import torch.nn as nn  # noqa: E402
 from bench_ops import ratio, timed  # noqa: E402
 
 import torch_vdev  # noqa: E402
-from timing import at_most, emit, environment, parse_args  # noqa: E402
+from timing import at_most, cache_line_round_trip_ns, emit, environment, parse_args  # noqa: E402
 
 
 def mlp() -> tuple[nn.Module, torch.Tensor]:
@@ -75,6 +75,7 @@ def trainer(model: nn.Module, batch: torch.Tensor, device: str, compiled: bool, 
 
 def main() -> int:
     args = parse_args()
+    round_trip_before = cache_line_round_trip_ns()
     reps = 3 if args.quick else 7
     steps = 5 if args.quick else 20
     inductor_config.force_disable_caches = True  # compile times without Inductor's disk caches
@@ -117,10 +118,12 @@ def main() -> int:
         targets[f"{name}_compiled_train_step"] = at_most(
             1.1, results[f"{name}_compiled_train_step"]["ratio_median"]
         )
-    emit(
-        {"benchmark": "compile", "env": environment(), "results": results, "targets": targets},
-        args.out,
-    )
+    env = environment()
+    env["cache_line_round_trip_ns"] = {
+        "before": round_trip_before,
+        "after": cache_line_round_trip_ns(),
+    }
+    emit({"benchmark": "compile", "env": env, "results": results, "targets": targets}, args.out)
     return 0
 
 

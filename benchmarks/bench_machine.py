@@ -30,7 +30,15 @@ from bench_compile import mlp, transformer  # noqa: E402
 from bench_models import small_cnn  # noqa: E402
 
 import torch_vdev  # noqa: E402
-from timing import at_least, at_most, emit, environment, min_median, parse_args  # noqa: E402
+from timing import (  # noqa: E402
+    at_least,
+    at_most,
+    cache_line_round_trip_ns,
+    emit,
+    environment,
+    min_median,
+    parse_args,
+)
 
 MiB = 1 << 20
 
@@ -189,6 +197,7 @@ def main() -> int:
         cpu_child()
         return 0
     args = parse_args()
+    round_trip_before = cache_line_round_trip_ns()
     repeats = 3 if args.quick else 9
     if args.quick:
         N_SMALL_OPS[0], STEPS[0] = 1_000, 3
@@ -225,6 +234,10 @@ def main() -> int:
     env["device_threads"] = torch_vdev._C._device_threads()
     env["cpus"] = os.cpu_count()
     env["cpu_baseline"] = "CPU PyTorch in a child process (no vdev work in it), alternating"
+    env["cache_line_round_trip_ns"] = {
+        "before": round_trip_before,
+        "after": cache_line_round_trip_ns(),
+    }
     emit({"benchmark": "machine", "env": env, "results": results, "targets": targets}, args.out)
     return 0
 

@@ -23,6 +23,7 @@
 #include "runtime/process.h"
 #include "runtime/profile.h"
 #include "runtime/stream_registry.h"
+#include "runtime/testing/core_latency.h"
 #include "runtime/testing/fork_locks.h"
 #include "runtime/testing/gate.h"
 
@@ -93,6 +94,11 @@ void bind_probes(nb::module_& t) {
         "The intra-op threads a kernel task touching `elements` elements runs with on the stream "
         "(the current one when -1); waits for it.");
   t.def("hook_checks_ns", &probes::hook_checks_ns, nb::arg("iterations"));
+  t.def("cache_line_round_trip_ns", &rt::testing::cache_line_round_trip_ns,
+        nb::arg("iterations") = 200000, nb::arg("rounds") = 3,
+        nb::call_guard<nb::gil_scoped_release>(),
+        "How long a cache line takes to another core and back (ns, median of `rounds`): "
+        "benchmarks record it, since the host-to-worker hand-off costs a few such trips.");
   t.def("busy_workers", &rt::busy_workers,
         "Stream workers running a task now, not counting those blocked in an event wait.");
   t.def("express_calls", &probes::express_calls,
