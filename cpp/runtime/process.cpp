@@ -28,7 +28,7 @@ std::atomic<int> g_shutdown_step_count{0};
 // Locks fork() must not copy held. Append-only and lock-free, so that registering (which can
 // happen under another registered lock) never waits for a fork in progress.
 struct ForkLocks {
-  static constexpr std::size_t kCapacity = 4096;
+  static constexpr std::size_t kCapacity = 8192;  // each stream registers two
   std::array<std::atomic<std::mutex*>, kCapacity> locks{};
   std::array<ForkLockLevel, kCapacity> levels{};  // written before locks[i] is published
   std::atomic<std::size_t> count{0};

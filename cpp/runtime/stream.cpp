@@ -347,6 +347,10 @@ void Stream::worker_loop() {
       continue;
     }
     busy_.store(true);
+    // Between the store and the `stopping` loads below: the exiting thread sets `stopping`, then
+    // reads worker_busy() (stream_registry.cpp); either it sees this worker busy or this worker
+    // sees `stopping` (the relaxed loads alone would allow neither, on weakly ordered machines).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     while (done != published) {
       if (stopping()) {  // queued work is abandoned at exit
         busy_.store(false);
@@ -413,10 +417,11 @@ void Stream::keep_error(ErrorKind kind, const Item& item, const char* what) noex
 }
 
 void Stream::request_stop() {
-  // `stopping` is already set. Taking the mutex once orders that with the worker's and waiters'
-  // predicate checks, which run under it: a thread that checked `stopping` before it was set is
-  // now asleep on its condition variable and gets the notification below, instead of missing it
-  // between its check and its wait (a lost wake-up).
+  // `stopping` is already set. Taking the mutex once orders that with the sleeping worker's and
+  // waiters' predicate checks, which run under it: a thread that checked `stopping` before it was
+  // set is now asleep on its condition variable and gets the notification below, instead of
+  // missing it between its check and its wait (a lost wake-up). A worker running tasks checks
+  // `stopping` before each one (worker_loop: the fence after busy_).
   {
     const std::lock_guard<std::mutex> lock(mu_);
   }
