@@ -11,6 +11,7 @@ namespace {
 constexpr std::size_t kGranule = 256;
 constexpr std::size_t kClasses = 16;  // blocks of up to 4 KiB; larger ones come from malloc
 constexpr std::size_t kMaxPooledBlocks = 4096;
+constexpr std::size_t kCountBatch = 64;
 
 struct Node {
   Node* next;
@@ -28,10 +29,11 @@ std::array<SizeClass, kClasses>& classes() {
 
 // A host thread's blocks, taken back from `returned` in one exchange (which, unlike popping one
 // node with a compare-and-swap, cannot be fooled by a node that left and came back).
-// The blocks it took are subtracted from `pooled` when it next takes a list back, not one by one:
-// `pooled` is written by the stream worker at every give, and an atomic change of it per task on
-// the host too moved its cache line between the two cores at every task (the cap it serves is a
-// bound, not an exact count).
+// The blocks it took are subtracted from `pooled` kCountBatch at a time (and when it takes a list
+// back), not one by one: `pooled` is written by the stream worker at every give, and an atomic
+// change of it per task on the host too moved its cache line between the two cores at every task.
+// The cap it serves is a bound: `pooled` counts at most kCountBatch - 1 blocks per thread and
+// class that have left.
 struct LocalLists {
   std::array<Node*, kClasses> head{};
   std::array<std::size_t, kClasses> taken{};  // since the last take-back
@@ -62,7 +64,9 @@ void* take_task_block(std::size_t size) {
   }
   Node* n = head;
   head = n->next;
-  ++t_lists.taken[c];
+  if (++t_lists.taken[c] == kCountBatch) {
+    classes()[c].pooled.fetch_sub(std::exchange(t_lists.taken[c], 0), std::memory_order_relaxed);
+  }
   return n;
 }
 
