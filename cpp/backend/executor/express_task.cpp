@@ -55,8 +55,12 @@ std::shared_ptr<const ExpressSignature> ExpressSignature::make(
     } else if ((coefficient_args >> i) & 1U) {
       a.kind = Kind::kCoefficient;
     } else {
+      // Baked into the signature: only values the key encodes exactly. A tensor inside a value
+      // (an optional tensor, a list) is keyed by its metadata only: such calls are declined.
+      const c10::IValue& v = args[i].value;
+      if (v.isTensor() || v.isList() || v.isTuple() || v.isObject()) return nullptr;
       a.kind = Kind::kValue;
-      a.value = args[i].value;
+      a.value = v;
     }
   }
   if (!in_place) {
