@@ -131,3 +131,22 @@ def sync_warnings(fn) -> list[str]:
         for w in caught
         if str(w.message).startswith(prefix)
     ]
+
+
+def run_in_threads(work, count: int) -> list[Exception]:
+    """Runs work(k) for k in range(count), each on its own thread, and returns what they raised
+    (an assertion failing in a thread is otherwise lost: the test would pass)."""
+    errors: list[Exception] = []
+
+    def run(k: int) -> None:
+        try:
+            work(k)
+        except Exception as e:  # noqa: BLE001 - returned to the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors

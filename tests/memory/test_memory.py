@@ -387,37 +387,30 @@ def test_memory_summary_names_the_device_and_the_statistics():
 
 def test_threads_allocating_on_their_own_streams_keep_exact_accounting():
     import random
-    import threading
+
+    from asyncutil import run_in_threads
 
     torch.vdev.synchronize(0)
     torch.vdev.synchronize(1)
     before = [torch.vdev.memory_stats(d)["requested_bytes.all.current"] for d in (0, 1)]
-    errors = []
 
     def work(seed):
-        try:
-            rng = random.Random(seed)
-            device = seed % 2
-            torch.vdev.set_device(device)
-            with torch.vdev.stream(torch.vdev.Stream()):
-                held = []
-                for i in range(200):
-                    n = rng.choice([16, 1000, 70_000, 600_000])
-                    t = torch.full((n,), float(i % 7), device=f"vdev:{device}")
-                    held.append((t, float(i % 7) * n))
-                    if len(held) > 5:
-                        t, expected = held.pop(rng.randrange(len(held)))
-                        assert t.sum().item() == expected
-                    if i % 50 == 0:
-                        torch.vdev.empty_cache()
-        except Exception as e:  # reported below: assertion errors in threads are lost otherwise
-            errors.append(e)
+        rng = random.Random(seed)
+        device = seed % 2
+        torch.vdev.set_device(device)
+        with torch.vdev.stream(torch.vdev.Stream()):
+            held = []
+            for i in range(200):
+                n = rng.choice([16, 1000, 70_000, 600_000])
+                t = torch.full((n,), float(i % 7), device=f"vdev:{device}")
+                held.append((t, float(i % 7) * n))
+                if len(held) > 5:
+                    t, expected = held.pop(rng.randrange(len(held)))
+                    assert t.sum().item() == expected
+                if i % 50 == 0:
+                    torch.vdev.empty_cache()
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(work, 4)
     assert not errors, errors
     torch.vdev.synchronize(0)
     torch.vdev.synchronize(1)

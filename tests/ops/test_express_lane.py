@@ -5,12 +5,10 @@ devices, a written argument that overlaps, all-empty inputs, the stream sanitize
 boxed path, which raises CUDA's error or computes as before; nothing is left changed by a call
 that raises. `_testing.express_calls()` tells which path a call took."""
 
-import threading
-
 import pytest
 import torch
 import torch.nn.functional as F
-from asyncutil import gated
+from asyncutil import gated, run_in_threads
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -230,23 +228,14 @@ def test_autograd_through_the_lane_matches_cpu():
 
 
 def test_threads_keep_their_own_caches():
-    errors = []
-
     def work(k: int):
-        try:
-            x = torch.full((16,), float(k), device=DEV)
-            for _ in range(200):
-                x = x * 1 + 1
-            torch.vdev.synchronize()
-            assert torch.equal(x.cpu(), torch.full((16,), float(k + 200)))
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        x = torch.full((16,), float(k), device=DEV)
+        for _ in range(200):
+            x = x * 1 + 1
+        torch.vdev.synchronize()
+        assert torch.equal(x.cpu(), torch.full((16,), float(k + 200)))
 
-    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(work, 4)
     assert errors == []
 
 

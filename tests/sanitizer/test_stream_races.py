@@ -3,13 +3,12 @@ that makes it, every run, naming the tensor, both operations, both streams and b
 the same programs with the missing synchronization added report nothing."""
 
 import inspect
-import threading
 import warnings
 
 import pytest
 import torch
 import torch.distributed as dist
-from asyncutil import gated, wait_until_blocked
+from asyncutil import gated, run_in_threads, wait_until_blocked
 from torch.vdev.sanitizer import StreamRaceError
 
 from conftest import run_python
@@ -233,24 +232,15 @@ def test_races_on_another_device_and_ordered_cross_device_copies():
 
 
 def test_threads_with_their_own_streams_and_tensors_do_not_race():
-    errors = []
-
     def work(i):
-        try:
-            s = torch.vdev.Stream()
-            with torch.vdev.stream(s):
-                t = torch.ones(10_000, device=DEV)
-                for _ in range(50):
-                    t = t * 1.0 + i
-                t.sum().item()
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
+        s = torch.vdev.Stream()
+        with torch.vdev.stream(s):
+            t = torch.ones(10_000, device=DEV)
+            for _ in range(50):
+                t = t * 1.0 + i
+            t.sum().item()
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_in_threads(work, 4)
     assert errors == []
 
 
