@@ -132,7 +132,7 @@ void bind_compile(nb::module_& m) {
       "The calling thread's current stream of a device as an integer handle (the runtime "
       "stream's address, as a cudaStream_t is one): Dynamo's get_raw_stream.");
   m.def(
-      "_kernel_threads", [] { return backend::task_intra_op_threads(); },
+      "_kernel_threads", [] { return backend::task_intra_op_threads().host_running; },
       "The intra-op threads a small kernel queued now by the calling thread runs with (its "
       "torch.get_num_threads(), at most the cores minus one, or VDEV_DEVICE_THREADS when set): "
       "what Inductor generates vdev kernels for.");

@@ -89,10 +89,11 @@ void bind_probes(nb::module_& t) {
   t.def("hooks_maybe_exchange_device", &probes::hooks_maybe_exchange_device);
   t.def("guard_call", &probes::guard_call);
   t.def("worker_intra_op_threads", &probes::worker_intra_op_threads, nb::arg("device"),
-        nb::arg("elements") = 0, nb::arg("stream_id") = -1,
+        nb::arg("elements") = 0, nb::arg("stream_id") = -1, nb::arg("host_waits") = false,
         nb::call_guard<nb::gil_scoped_release>(),
         "The intra-op threads a kernel task touching `elements` elements runs with on the stream "
-        "(the current one when -1); waits for it.");
+        "(the current one when -1), started while the calling thread runs or, with host_waits, "
+        "while it waits for the device; waits for it.");
   t.def("hook_checks_ns", &probes::hook_checks_ns, nb::arg("iterations"));
   t.def("cache_line_round_trip_ns", &rt::testing::cache_line_round_trip_ns,
         nb::arg("iterations") = 200000, nb::arg("rounds") = 3,

@@ -10,13 +10,19 @@ namespace vdev::rt {
 namespace {
 std::atomic<int> g_busy_workers{0};
 std::atomic<void (*)() noexcept> g_host_wait_hook{nullptr};
+std::atomic<int> g_host_waiters{0};
 }  // namespace
 
 void set_host_wait_hook(void (*hook)() noexcept) noexcept { g_host_wait_hook.store(hook); }
 
 void note_host_wait() noexcept {
+  g_host_waiters.fetch_add(1, std::memory_order_relaxed);
   if (auto hook = g_host_wait_hook.load(std::memory_order_relaxed)) hook();
 }
+
+int host_waiters() noexcept { return g_host_waiters.load(std::memory_order_relaxed); }
+
+void note_host_wait_end() noexcept { g_host_waiters.fetch_sub(1, std::memory_order_relaxed); }
 
 int busy_workers() noexcept { return g_busy_workers.load(std::memory_order_relaxed); }
 

@@ -45,6 +45,58 @@ def test_large_kernels_get_every_core_and_small_ones_leave_one_to_the_host():
     assert (small, large, capped) == (max(1, cpus - 1), cpus, 1)
 
 
+def test_every_kernel_gets_every_core_while_a_host_thread_waits_for_the_device():
+    # The host thread needs no core while it waits: a small kernel that starts then gets them
+    # all, as a large one always does, if ATen would split it (2^15 elements, its grain size);
+    # the queueing thread's set_num_threads still caps it.
+    out = script_output(
+        """
+        import os, torch
+        from torch_vdev import _testing as t
+        cpus = len(os.sched_getaffinity(0))
+        torch.set_num_threads(cpus)
+        running = t.worker_intra_op_threads(0, elements=1 << 16)
+        waiting = t.worker_intra_op_threads(0, elements=1 << 16, host_waits=True)
+        tiny = t.worker_intra_op_threads(0, elements=(1 << 15) - 1, host_waits=True)
+        large = t.worker_intra_op_threads(0, elements=1 << 18, host_waits=True)
+        torch.set_num_threads(1)
+        capped = t.worker_intra_op_threads(0, elements=1 << 16, host_waits=True)
+        print(cpus, running, waiting, tiny, large, capped)
+        """
+    )
+    cpus, running, waiting, tiny, large, capped = map(int, out)
+    assert (running, waiting, large, capped) == (max(1, cpus - 1), cpus, cpus, 1)
+    assert tiny == max(1, cpus - 1)
+
+
+def test_a_convolution_is_large_by_its_multiply_adds():
+    # 32x32x8x8 -> 64 channels with a 3x3 kernel: no tensor reaches 2^18 elements (the output
+    # has 2^17), but its 2^17 * 32 * 9 multiply-adds do (16 per element): a large kernel, for
+    # which the host gives its team back, forward and backward; a 1x1 kernel on 8 channels is
+    # small.
+    out = script_output(
+        """
+        import torch
+        import torch.nn.functional as F
+        from torch_vdev import _testing as t
+        torch.set_num_threads(2)
+        x = torch.randn(32, 32, 8, 8, device="vdev", requires_grad=True)
+        w = torch.randn(64, 32, 3, 3, device="vdev", requires_grad=True)
+        xs, ws = torch.randn(2, 8, 4, 4, device="vdev"), torch.randn(8, 8, 1, 1, device="vdev")
+        r0 = t.host_team_releases()
+        F.conv2d(xs, ws)
+        r1 = t.host_team_releases()
+        y = F.conv2d(x, w, padding=1)
+        r2 = t.host_team_releases()
+        y.sum().backward()
+        r3 = t.host_team_releases()
+        torch.vdev.synchronize()
+        print(tuple(y.shape) == (32, 64, 8, 8), r1 - r0, r2 - r1, r3 - r2 >= 1)
+        """
+    )
+    assert out == ["True", "0", "1", "True"]
+
+
 def test_workers_running_at_once_share_the_cores():
     out = script_output(
         """
@@ -74,10 +126,11 @@ def test_vdev_device_threads_is_a_fixed_count_for_every_kernel():
         import torch
         from torch_vdev import _testing as t
         torch.set_num_threads(2)
-        print(t.worker_intra_op_threads(0), t.worker_intra_op_threads(0, elements=1 << 24))
+        print(t.worker_intra_op_threads(0), t.worker_intra_op_threads(0, elements=1 << 24),
+              t.worker_intra_op_threads(0, host_waits=True))
         """
     )
-    assert out == ["1", "1"]
+    assert out == ["1", "1", "1"]
 
 
 @pytest.mark.skipif(CPUS < 2, reason="a one-core machine has no OpenMP team to give back")

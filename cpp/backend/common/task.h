@@ -7,8 +7,9 @@
 //     the host's grad mode, inference mode or autocast state was;
 //   - keeps the warnings its kernel raises, for the host to re-raise (common/worker_warnings.h);
 //   - runs its kernel with the intra-op threads the thread policy gives it
-//     (backend/common/thread_policy.h: every core for a large kernel, one less for a small one,
-//     at most the queueing thread's torch.set_num_threads; VDEV_DEVICE_THREADS fixes it). ATen's
+//     (backend/common/thread_policy.h: every core for a large kernel, one less for a small one
+//     unless a host thread waits for the device when it starts, at most the queueing thread's
+//     torch.set_num_threads; VDEV_DEVICE_THREADS fixes it). ATen's
 //     OpenMP/MKL thread counts are per thread, and a worker started before set_num_threads would
 //     otherwise keep the default and oversubscribe the cores when several streams run at once.
 //
@@ -54,7 +55,7 @@ struct QueuedTask {
   }
 
   template <typename... Args>
-  QueuedTask(int threads, const char* name, int device, std::int64_t id, Args&&... args)
+  QueuedTask(TaskThreads threads, const char* name, int device, std::int64_t id, Args&&... args)
       : fn(std::forward<Args>(args)...), threads(threads), name(name), device(device), id(id) {}
 
   void operator()() {
@@ -69,7 +70,7 @@ struct QueuedTask {
   }
 
   F fn;
-  int threads;
+  TaskThreads threads;
   const char* name;
   int device;
   std::int64_t id;
@@ -85,9 +86,9 @@ struct QueuedTask {
 template <typename F, typename... Args>
 void emplace_task(vdev::rt::Stream& stream, const char* name, vdev::rt::TaskTag tag,
                   Args&&... args) {
-  const int threads = task_intra_op_threads(tag);
+  const TaskThreads threads = task_intra_op_threads(tag);
   // A team for the worker: the host's idle one must not tip libgomp's count (thread_policy.h).
-  if (threads > 1 && tag.elements >= kLargeTaskElements) release_host_team();
+  if (threads.host_running > 1 && tag.elements >= kLargeTaskElements) release_host_team();
   VDEV_RT(stream.enqueue(name,
                          detail::QueuedTask<F>(threads, name, stream.device(), stream.id(),
                                                std::forward<Args>(args)...),

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 
 #include "runtime/config.h"
 #include "runtime/machine_load.h"
@@ -22,18 +23,35 @@ extern "C" void __kmpc_fork_call() __attribute__((weak));
 
 namespace vdev::backend {
 
-int task_intra_op_threads(const vdev::rt::TaskTag& tag) {
+namespace {
+TaskThreads limits(int host_running, int host_waiting) {
+  auto narrow = [](int n) { return static_cast<std::int16_t>(std::clamp(n, 1, int{INT16_MAX})); };
+  return {narrow(host_running), narrow(host_waiting)};
+}
+}  // namespace
+
+TaskThreads task_intra_op_threads(const vdev::rt::TaskTag& tag) {
   // Read once: tasks are only queued on a device, which needs a valid configuration.
   static const vdev::rt::Config& c = vdev::rt::config();
   const int host = at::get_num_threads();  // torch.set_num_threads of the queueing thread
-  if (c.device_threads_set) return std::min(host, c.device_threads);
-  const bool large = tag.kind == vdev::rt::TaskKind::kKernel && tag.elements >= kLargeTaskElements;
-  return std::min(host, large ? vdev::rt::machine_cpus() : c.device_threads);
+  if (c.device_threads_set) {
+    const int fixed = std::min(host, c.device_threads);
+    return limits(fixed, fixed);
+  }
+  const int all = std::min(host, vdev::rt::machine_cpus());
+  const bool kernel = tag.kind == vdev::rt::TaskKind::kKernel;
+  if (kernel && tag.elements >= kLargeTaskElements) return limits(all, all);
+  const int running = std::min(host, c.device_threads);
+  // Below ATen's grain size a kernel runs on one thread whatever its count: keeping the count
+  // spares the worker a change of its OpenMP and MKL settings at each such task.
+  return limits(running, kernel && tag.elements >= kParallelTaskElements ? all : running);
 }
 
-int task_threads_now(int limit) {
-  static const vdev::rt::Config& c = vdev::rt::config();
-  if (c.device_threads_set) return limit;  // a fixed count
+int task_threads_now(TaskThreads limits) {
+  // The waiters' count only when it matters: the host writes it at every wait.
+  const int limit = limits.host_waiting != limits.host_running && vdev::rt::host_waiters() > 0
+                        ? limits.host_waiting
+                        : limits.host_running;
   // Workers running tasks at once share the cores (two streams' kernels overlap, each with part).
   const int share = vdev::rt::machine_cpus() / std::max(1, vdev::rt::busy_workers());
   return std::clamp(share, 1, std::max(1, limit));
@@ -55,12 +73,15 @@ void use_intra_op_threads(int threads) {
   applied = threads;
 }
 
-vdev::rt::TaskTag kernel_tag(std::initializer_list<const at::TensorBase*> tensors) {
+vdev::rt::TaskTag kernel_tag(std::initializer_list<const at::TensorBase*> tensors,
+                             std::uint64_t multiply_adds) {
   std::int64_t most = 0;
   for (const at::TensorBase* t : tensors) {
     if (t->defined()) most = std::max(most, t->numel());
   }
-  return vdev::rt::TaskTag{vdev::rt::TaskKind::kKernel, 0, static_cast<std::uint64_t>(most)};
+  const std::uint64_t hint =
+      std::max(static_cast<std::uint64_t>(most), multiply_adds / kMultiplyAddsPerElement);
+  return vdev::rt::TaskTag{vdev::rt::TaskKind::kKernel, 0, hint};
 }
 
 namespace {

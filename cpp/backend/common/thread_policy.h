@@ -2,12 +2,14 @@
 // throttle off so that those threads hand work to each other as fast as on CPU.
 //
 // The policy (docs/architecture.md, "Cores"): a kernel whose size hint (TaskTag::elements: the
-// most elements of one tensor it touches; for a matrix product its multiply-adds / 16, see
-// executor/launch_plan.h) reaches kLargeTaskElements gets every core; a smaller one gets the cores
-// minus one, so that the host thread, which runs ahead queueing work, keeps a core. Both are capped
-// by the queueing thread's torch.get_num_threads(), and shared among the stream workers running
-// tasks at the moment one starts. VDEV_DEVICE_THREADS overrides it: a fixed count (capped the
-// same way).
+// most elements of one tensor it touches; for a matrix product or a convolution its multiply-adds
+// / kMultiplyAddsPerElement if more, see executor/launch_plan.h and ops/conv.cpp) reaches
+// kLargeTaskElements gets every core; a smaller one gets the cores minus one while every host
+// thread runs, so that the host thread, which runs ahead queueing work, keeps a core, and every
+// core if it starts while a host thread waits for the device (runtime/machine_load.h's
+// host_waiters: then the host needs none) and reaches kParallelTaskElements. All are capped by the
+// queueing thread's torch.get_num_threads(), and shared among the stream workers running tasks at
+// the moment one starts. VDEV_DEVICE_THREADS overrides it: a fixed count (capped the same way).
 //
 // Why the host's idle team is released (release_host_team): libgomp spins ~300,000 pauses
 // (milliseconds) at each barrier, unless the process's pooled OpenMP threads outnumber the
@@ -34,17 +36,35 @@ namespace vdev::backend {
 // A kernel whose size hint reaches this gets every core.
 inline constexpr std::uint64_t kLargeTaskElements = std::uint64_t{1} << 18;
 
+// A smaller kernel whose size hint reaches this (ATen's grain size, below which its parallel
+// loops run on one thread) gets every core while a host thread waits for the device.
+inline constexpr std::uint64_t kParallelTaskElements = 32768;
+
+// Multiply-adds of a matrix product or a convolution worth one element of an element-wise
+// kernel, for the size hint: MKL's and oneDNN's vectorised loops do some 16-32 per cycle,
+// element-wise kernels about one element.
+inline constexpr std::uint64_t kMultiplyAddsPerElement = 16;
+
 // The tag of a kernel task that reads or writes `tensors` (undefined ones are skipped): its
-// elements hint is the most elements of one of them.
-VDEV_BACKEND_API vdev::rt::TaskTag kernel_tag(std::initializer_list<const at::TensorBase*> tensors);
+// elements hint is the most elements of one of them, or `multiply_adds` /
+// kMultiplyAddsPerElement if that is more (a product or a convolution, whose work is not its
+// tensors' size).
+VDEV_BACKEND_API vdev::rt::TaskTag kernel_tag(std::initializer_list<const at::TensorBase*> tensors,
+                                              std::uint64_t multiply_adds = 0);
+
+// The most intra-op threads of a task, by what the host threads do when it starts.
+struct TaskThreads {
+  std::int16_t host_running;  // while every host thread runs (queues work, runs Python)
+  std::int16_t host_waiting;  // while a host thread waits for the device
+};
 
 // The most intra-op threads of a task queued now by the calling thread with `tag`. Exported
 // because enqueue_task, inlined into its callers, calls it.
-VDEV_BACKEND_API int task_intra_op_threads(const vdev::rt::TaskTag& tag = {});
+VDEV_BACKEND_API TaskThreads task_intra_op_threads(const vdev::rt::TaskTag& tag = {});
 
-// The threads a task whose limit is `limit` runs with if it starts now, on its worker: its share
-// of the cores among the workers running tasks.
-VDEV_BACKEND_API int task_threads_now(int limit);
+// The threads a task with `limits` runs with if it starts now, on its worker: its limit for what
+// the host threads do now, and its share of the cores among the workers running tasks.
+VDEV_BACKEND_API int task_threads_now(TaskThreads limits);
 
 // Makes the calling worker use `threads` intra-op threads (a no-op when it already does). Sets
 // only this thread's OpenMP and MKL counts: at::set_num_threads would also change the process

@@ -65,10 +65,6 @@ struct LaunchPlan {
   std::uint64_t size_hint = 0;
 };
 
-// Multiply-adds of a matrix product worth one element of an element-wise kernel, for the size
-// hint: MKL's vectorised products do some 16-32 per cycle, element-wise kernels about one element.
-inline constexpr std::uint64_t kMultiplyAddsPerElement = 16;
-
 // The returns' metadata of `op` applied to stack[first, first + nargs), by its meta kernel (CPU
 // tensor arguments as they are); nullopt when the meta kernel fails or returns a non-tensor.
 std::optional<std::vector<MetaReturn>> meta_returns(const c10::OperatorHandle& op,

@@ -45,6 +45,19 @@ at::Tensor meta_like(const at::Tensor& t) {
 
 at::Tensor alias_or_undefined(const at::Tensor& t) { return t.defined() ? cpu_alias(t) : t; }
 
+// Multiply-adds of one convolution pass, for the thread policy's size hint: each element of the
+// output (transposed: of the input) sums weight.numel() / weight.size(0) products (input channels
+// per group times the kernel's positions). `positions` is that output (or input).
+std::uint64_t conv_multiply_adds(const at::Tensor& positions, const at::Tensor& weight) {
+  if (weight.dim() == 0 || weight.size(0) == 0) return 0;
+  std::uint64_t macs = 0;
+  if (__builtin_mul_overflow(static_cast<std::uint64_t>(positions.numel()),
+                             static_cast<std::uint64_t>(weight.numel() / weight.size(0)), &macs)) {
+    return UINT64_MAX;
+  }
+  return macs;
+}
+
 // What is known of one convolution signature: its output sizes, and whether CPU's checks failed on
 // stand-ins (then the next call runs on the host, see vdev_convolution).
 struct ConvSignature {
@@ -192,7 +205,7 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
                                 p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
                                 p.groups));
       },
-      kernel_tag({&input, &weight, &out}));
+      kernel_tag({&input, &weight, &out}, conv_multiply_adds(transposed ? input : out, weight)));
   return out;
 }
 
@@ -232,7 +245,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
         if (gw.defined()) gw.copy_(rw);
         if (gb.defined()) gb.copy_(rb);
       },
-      kernel_tag({&grad_output, &input, &weight}));
+      // grad_input and grad_weight each cost about the forward's multiply-adds.
+      kernel_tag({&grad_output, &input, &weight},
+                 conv_multiply_adds(transposed ? input : grad_output, weight) *
+                     (int{output_mask[0]} + int{output_mask[1]})));
   return {grad_input, grad_weight, grad_bias};
 }
 

@@ -9,9 +9,11 @@
 #include <ATen/ops/ones.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <thread>
 
 #include "backend/common/check.h"
 #include "backend/common/task.h"
@@ -22,6 +24,7 @@
 #include "backend/sanitizer/settings.h"
 #include "runtime/fault_injection.h"
 #include "runtime/happens_before.h"
+#include "runtime/machine_load.h"
 #include "runtime/stream_registry.h"
 #include "runtime/task_trace.h"
 
@@ -67,15 +70,40 @@ int hooks_maybe_exchange_device(int device) {
   return hooks().maybeExchangeDevice(static_cast<c10::DeviceIndex>(device));
 }
 
-int worker_intra_op_threads(int device, std::uint64_t elements, std::int64_t stream_id) {
+int worker_intra_op_threads(int device, std::uint64_t elements, std::int64_t stream_id,
+                            bool host_waits) {
   vdev::rt::Stream& stream = VDEV_RT(stream_id < 0 ? vdev::rt::current_stream(device)
                                                    : vdev::rt::stream_from_id(device, stream_id));
-  auto seen = std::make_shared<int>(-1);
+  // The bound on the two waits below: a broken runtime fails, not hangs (not a timing check).
+  static constexpr auto kBound = std::chrono::seconds(60);
+  if (host_waits) {
+    // Holds the stream until this thread waits for it (the synchronize below), so that the
+    // probe starts while a host thread waits.
+    enqueue_task(stream, "wait_for_a_host_waiter", [] {
+      const auto end = std::chrono::steady_clock::now() + kBound;
+      while (vdev::rt::host_waiters() == 0 && std::chrono::steady_clock::now() < end) {
+        std::this_thread::yield();
+      }
+    });
+  }
+  struct Seen {
+    std::atomic<int> threads{-1};
+  };
+  auto seen = std::make_shared<Seen>();
   enqueue_task(
-      stream, "worker_intra_op_threads", [seen] { *seen = at::get_num_threads(); },
+      stream, "worker_intra_op_threads",
+      [seen] { seen->threads.store(at::get_num_threads(), std::memory_order_release); },
       vdev::rt::TaskTag{vdev::rt::TaskKind::kKernel, 0, elements});
+  if (!host_waits) {
+    // Polls, without waiting for the device: every host thread runs while the probe starts.
+    const auto end = std::chrono::steady_clock::now() + kBound;
+    while (seen->threads.load(std::memory_order_acquire) < 0 &&
+           std::chrono::steady_clock::now() < end) {
+      std::this_thread::yield();
+    }
+  }
   VDEV_RT(stream.synchronize());
-  return *seen;
+  return seen->threads.load(std::memory_order_acquire);
 }
 
 double hook_checks_ns(std::int64_t iterations) {
