@@ -69,3 +69,38 @@ def test_operators_match_cpu_with_inputs_of_other_layouts(layout):
     assert not unexpected, "unexpected failures:\n" + "\n".join(
         f"  {op}: {msg}" for op, msg in sorted(unexpected.items())
     )
+
+
+A = torch.ops.aten
+# Operators whose meta kernels (PyTorch's Python decompositions) lay a fresh output out otherwise
+# than CPU's and CUDA's kernels (cpp/backend/executor/launch_plan.cpp: kIteratorOperators and
+# kAllocatedLike): (grad, x, target) -> the output.
+FRESH_LAYOUTS = {
+    "threshold_backward": lambda g, x, t: A.threshold_backward(g, x, 0.5),
+    "elu_backward": lambda g, x, t: A.elu_backward(g, 1.0, 1.0, 1.0, False, x),
+    "hardsigmoid_backward": lambda g, x, t: A.hardsigmoid_backward(g, x),
+    "hardswish_backward": lambda g, x, t: A.hardswish_backward(g, x),
+    "hardtanh_backward": lambda g, x, t: A.hardtanh_backward(g, x, 0.2, 0.7),
+    "softplus_backward": lambda g, x, t: A.softplus_backward(g, x, 1.0, 20.0),
+    "mse_loss_backward": lambda g, x, t: A.mse_loss_backward(g, x, t, 0),
+    "binary_cross_entropy_backward": lambda g, x, t: A.binary_cross_entropy_backward(
+        g, x, t, None, 0
+    ),
+}
+
+
+@pytest.mark.parametrize("transposed", ["x", "grad"])
+@pytest.mark.parametrize("name", list(FRESH_LAYOUTS))
+def test_a_fresh_output_takes_the_layout_cpus_kernel_gives_it(name, transposed):
+    torch.manual_seed(0)
+    x, g, t = torch.rand(4, 6) * 0.8 + 0.1, torch.randn(4, 6), torch.rand(4, 6)
+    if transposed == "x":
+        x = x.t().contiguous().t()  # the same values, strides (1, 4)
+    else:
+        g = g.t().contiguous().t()
+    op = FRESH_LAYOUTS[name]
+    expected = op(g, x, t)
+    for _ in range(2):  # the plan's first call and a later one
+        got = op(g.to(DEV), x.to(DEV), t.to(DEV))
+        assert got.stride() == expected.stride()
+        torch.testing.assert_close(got.cpu(), expected, rtol=0, atol=0)

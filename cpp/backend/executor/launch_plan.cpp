@@ -2,9 +2,11 @@
 
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/record_function.h>
 #include <c10/util/accumulate.h>
+#include <c10/util/strides.h>
 
 #include <algorithm>
 #include <optional>
@@ -108,6 +110,28 @@ bool returns_depend_on_cpu_values(const c10::OperatorHandle& op, const torch::ji
   return !from_metadata || *from_metadata != with_cpu_values;
 }
 
+// Operators not tagged pointwise whose CPU and CUDA kernels make their output with TensorIterator
+// over two tensor arguments (schema positions, in the order the kernel adds them): their meta
+// kernels (PyTorch's Python decompositions) lay it out by another argument. threshold_backward's
+// kernel adds self before grad_output (TORCH_META_FUNC(threshold_backward) in Activation.cpp);
+// the others add grad_output first.
+struct IteratorInputs {
+  std::string_view name;
+  std::size_t first, second;
+};
+constexpr IteratorInputs kIteratorOperators[] = {
+    {"aten::threshold_backward", 1, 0},   {"aten::elu_backward", 0, 5},
+    {"aten::hardsigmoid_backward", 0, 1}, {"aten::hardswish_backward", 0, 1},
+    {"aten::hardtanh_backward", 0, 1},    {"aten::softplus_backward", 0, 1},
+};
+
+const IteratorInputs* iterator_inputs(std::string_view name) {
+  for (const IteratorInputs& op : kIteratorOperators) {
+    if (op.name == name) return &op;
+  }
+  return nullptr;
+}
+
 // The strides TensorIterator gives an output it allocates for these inputs (their permutation:
 // abs of a transposed tensor is transposed), for the empty out= tensor of a pointwise operator,
 // which CPU's and CUDA's TensorIterator kernels restride that way; the meta kernels of some
@@ -125,16 +149,16 @@ std::optional<std::vector<int64_t>> pointwise_output_strides(const c10::Function
       .add_output(undefined);
   bool any = false;
   const auto& args = schema.arguments();
-  // The inputs in the order the kernel gives them to TensorIterator, which is the schema's but
-  // for threshold_backward(grad_output, self): its kernel adds self first, so the output takes
-  // self's layout (TORCH_META_FUNC(threshold_backward) in Activation.cpp).
-  std::vector<std::size_t> order(args.size());
-  for (std::size_t i = 0; i < args.size(); ++i) order[i] = i;
-  if (schema.name() == "aten::threshold_backward" && order.size() >= 2) {
-    std::swap(order[0], order[1]);
+  // The inputs in the order the kernel gives them to TensorIterator: the schema's, or the table's.
+  std::vector<std::size_t> order;
+  if (const IteratorInputs* listed = iterator_inputs(schema.name())) {
+    order = {listed->first, listed->second};
+  } else {
+    order.resize(args.size());
+    for (std::size_t i = 0; i < args.size(); ++i) order[i] = i;
   }
   for (std::size_t i : order) {
-    if (is_written(args[i])) continue;
+    if (i >= args.size() || is_written(args[i])) continue;
     for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
       if (!t.defined() || t.dim() == 0) return;  // 0-dim: broadcast, no say in the layout
       config.add_owned_const_input(meta_like(t));
@@ -151,12 +175,45 @@ std::optional<std::vector<int64_t>> pointwise_output_strides(const c10::Function
   }
 }
 
-// Pointwise by TensorIterator on CPU and CUDA: the operators tagged pointwise, and a few that
-// are not tagged (found by tests/ops/opinfo_sweep.py with PyTorch's reference inputs).
+// Operators whose CPU and CUDA kernels allocate their fresh output in a layout their meta kernels
+// do not give: contiguous (argument -1: mse_loss_backward's zeros_like(input,
+// LEGACY_CONTIGUOUS_MEMORY_FORMAT) in Loss.cpp), or like an argument
+// (binary_cross_entropy_backward's empty_like(input) in Loss.cpp and cuda/Loss.cu).
+struct AllocatedLike {
+  std::string_view name;
+  int argument;
+};
+constexpr AllocatedLike kAllocatedLike[] = {
+    {"aten::mse_loss_backward", -1},
+    {"aten::binary_cross_entropy_backward", 1},
+};
+
+// The strides the kernel of an operator of kAllocatedLike gives its output of `sizes`; nullopt
+// for any other operator.
+std::optional<std::vector<int64_t>> allocated_output_strides(const c10::FunctionSchema& schema,
+                                                             const torch::jit::Stack& stack,
+                                                             std::size_t first,
+                                                             at::IntArrayRef sizes) {
+  for (const AllocatedLike& op : kAllocatedLike) {
+    if (op.name != schema.name()) continue;
+    if (op.argument < 0) {
+      const c10::DimVector strides = c10::contiguous_strides(sizes);
+      return std::vector<int64_t>(strides.begin(), strides.end());
+    }
+    const c10::IValue& arg = stack[first + static_cast<std::size_t>(op.argument)];
+    if (!arg.isTensor() || arg.toTensor().sizes() != sizes) return std::nullopt;
+    return at::empty_like(meta_like(arg.toTensor())).strides().vec();
+  }
+  return std::nullopt;
+}
+
+// Pointwise by TensorIterator on CPU and CUDA: the operators tagged pointwise, a few that are not
+// tagged (found by tests/ops/opinfo_sweep.py with PyTorch's reference inputs), and the table's.
 bool computed_by_tensor_iterator(const c10::OperatorHandle& op) {
   if (op.hasTag(at::Tag::pointwise)) return true;
   const std::string& name = op.schema().name();
-  return name == "aten::complex" || name == "aten::polar" || name == "aten::floor_divide";
+  return name == "aten::complex" || name == "aten::polar" || name == "aten::floor_divide" ||
+         iterator_inputs(name) != nullptr;
 }
 
 }  // namespace
@@ -266,6 +323,13 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
       if (auto strides = pointwise_output_strides(schema, stack, first, m.tensors[0].sizes)) {
         m.tensors[0].strides = std::move(*strides);
       }
+    }
+  }
+  for (std::size_t i = 0; i < plan->returns.size(); ++i) {
+    MetaReturn& m = plan->returns[i];
+    if (m.kind != MetaReturn::Tensor || !m.tensors[0].defined || plan->aliased[i] >= 0) continue;
+    if (auto strides = allocated_output_strides(schema, stack, first, m.tensors[0].sizes)) {
+      m.tensors[0].strides = std::move(*strides);
     }
   }
   if (plan->all_fresh && !rets.empty()) {
