@@ -120,9 +120,10 @@ struct IteratorInputs {
   std::size_t first, second;
 };
 constexpr IteratorInputs kIteratorOperators[] = {
-    {"aten::threshold_backward", 1, 0},   {"aten::elu_backward", 0, 5},
-    {"aten::hardsigmoid_backward", 0, 1}, {"aten::hardswish_backward", 0, 1},
-    {"aten::hardtanh_backward", 0, 1},    {"aten::softplus_backward", 0, 1},
+    {"aten::threshold_backward", 1, 0},      {"aten::elu_backward", 0, 5},
+    {"aten::hardsigmoid_backward", 0, 1},    {"aten::hardswish_backward", 0, 1},
+    {"aten::hardtanh_backward", 0, 1},       {"aten::softplus_backward", 0, 1},
+    {"aten::native_dropout_backward", 0, 1},
 };
 
 const IteratorInputs* iterator_inputs(std::string_view name) {
@@ -161,7 +162,10 @@ std::optional<std::vector<int64_t>> pointwise_output_strides(const c10::Function
     if (i >= args.size() || is_written(args[i])) continue;
     for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
       if (!t.defined() || t.dim() == 0) return;  // 0-dim: broadcast, no say in the layout
-      config.add_owned_const_input(meta_like(t));
+      // One dtype for all: the layout depends on each input's strides only, and TensorIterator
+      // would refuse inputs of different dtypes (a mask and a gradient) without promoting them.
+      config.add_owned_const_input(at::empty_strided(
+          t.sizes(), t.strides(), t.options().device(c10::kMeta).dtype(at::kFloat)));
       any = true;
     });
   }
@@ -177,14 +181,20 @@ std::optional<std::vector<int64_t>> pointwise_output_strides(const c10::Function
 
 // Operators whose CPU and CUDA kernels allocate their fresh output in a layout their meta kernels
 // do not give: contiguous (argument -1: mse_loss_backward's zeros_like(input,
-// LEGACY_CONTIGUOUS_MEMORY_FORMAT) in Loss.cpp), or like an argument
-// (binary_cross_entropy_backward's empty_like(input) in Loss.cpp and cuda/Loss.cu).
+// LEGACY_CONTIGUOUS_MEMORY_FORMAT) in Loss.cpp; TORCH_META_FUNC(_log_softmax_backward_data) in
+// SoftMax.cpp), or like an argument (binary_cross_entropy and its backward: empty_like(input) in
+// Loss.cpp and cuda/Loss.cu). Where the plan runs the out= kernel this is more than the layout:
+// _log_softmax_backward_data.out writes its result contiguously whatever the out tensor's
+// strides, so an output laid out as the meta kernel says got wrong values (a transposed
+// gradient of log_softmax).
 struct AllocatedLike {
   std::string_view name;
   int argument;
 };
 constexpr AllocatedLike kAllocatedLike[] = {
     {"aten::mse_loss_backward", -1},
+    {"aten::_log_softmax_backward_data", -1},
+    {"aten::binary_cross_entropy", 0},
     {"aten::binary_cross_entropy_backward", 1},
 };
 
