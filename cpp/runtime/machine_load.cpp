@@ -16,8 +16,10 @@ std::atomic<int> g_host_waiters{0};
 void set_host_wait_hook(void (*hook)() noexcept) noexcept { g_host_wait_hook.store(hook); }
 
 void note_host_wait() noexcept {
-  g_host_waiters.fetch_add(1, std::memory_order_relaxed);
+  // The hook first: it gives the host's idle OpenMP team back, which must be gone before a
+  // worker, seeing this thread wait, gives a kernel every core (thread_policy.h).
   if (auto hook = g_host_wait_hook.load(std::memory_order_relaxed)) hook();
+  g_host_waiters.fetch_add(1, std::memory_order_relaxed);
 }
 
 int host_waiters() noexcept { return g_host_waiters.load(std::memory_order_relaxed); }

@@ -12,8 +12,9 @@
 
 namespace vdev::rt {
 
-// The calling host thread is about to wait for the device: counts it among host_waiters() and
-// runs the hook.
+// The calling host thread is about to wait for the device: runs the hook, then counts it among
+// host_waiters() until note_host_wait_end. Only DeviceWait calls the pair (which keeps the count
+// balanced).
 VDEV_RT_API void note_host_wait() noexcept;
 
 // Called on a host thread when it starts a wait for the device (note_host_wait). Set once, when
@@ -28,15 +29,16 @@ VDEV_RT_API int busy_workers() noexcept;
 VDEV_RT_API void note_worker_busy(bool busy) noexcept;
 
 // Host threads waiting for the device now (in a DeviceWait on a host thread, including its
-// bounded spin before it sleeps).
+// bounded spin before it sleeps). One count for the process: with several host threads, one
+// waiting counts even while another runs.
 VDEV_RT_API int host_waiters() noexcept;
 
 // A host thread's wait ends (the count note_host_wait took).
 VDEV_RT_API void note_host_wait_end() noexcept;
 
 // A wait for the device, for as long as it lives: on a host thread, counts among host_waiters()
-// and runs the host-wait hook (its idle OpenMP team goes back); on a stream worker (`on_worker`: an event wait task), the
-// worker does not count as running a task meanwhile, and keeps its team.
+// and runs the host-wait hook (its idle OpenMP team goes back); on a stream worker (`on_worker`: an
+// event wait task), the worker does not count as running a task meanwhile, and keeps its team.
 class DeviceWait {
  public:
   explicit DeviceWait(bool on_worker) noexcept : on_worker_(on_worker) {

@@ -75,8 +75,8 @@ A = torch.ops.aten
 # Operators whose output layout comes from their arguments' strides, with one argument transposed:
 # (grad, x, target) -> output. Among them those whose meta kernels (PyTorch's Python
 # decompositions) lay a fresh output out otherwise than CPU's and CUDA's kernels
-# (cpp/backend/executor/launch_plan.cpp: kIteratorOperators, kAllocatedLike) and a pointwise one
-# of mixed dtypes (native_dropout_backward: a gradient and a bool mask).
+# (cpp/backend/executor/launch_plan.cpp: kIteratorOperators, kAllocatedLike) and pointwise ones
+# of mixed dtypes (where: a bool condition).
 FRESH_LAYOUTS = {
     "threshold_backward": lambda g, x, t: A.threshold_backward(g, x, 0.5),
     "elu_backward": lambda g, x, t: A.elu_backward(g, 1.0, 1.0, 1.0, False, x),
@@ -94,7 +94,6 @@ FRESH_LAYOUTS = {
     "logit_backward": lambda g, x, t: A.logit_backward(g, x, 0.01),
     "softshrink_backward": lambda g, x, t: A.softshrink_backward(g, x, 0.5),
     "hardshrink_backward": lambda g, x, t: A.hardshrink_backward(g, x, 0.5),
-    "native_dropout_backward": lambda g, x, t: A.native_dropout_backward(g, x > 0.5, 2.0),
     "_softmax_backward_data": lambda g, x, t: A._softmax_backward_data(g, x, 1, torch.float32),
     "_log_softmax_backward_data": lambda g, x, t: A._log_softmax_backward_data(
         g, x, 1, torch.float32
@@ -146,3 +145,35 @@ def test_log_softmax_of_a_transposed_gradient_gets_cpus_gradient():
     xv = x.to(DEV).requires_grad_()
     torch.log_softmax(xv, 1).backward(g.to(DEV))
     torch.testing.assert_close(xv.grad.cpu(), xc.grad, rtol=0, atol=0)
+
+
+def test_dropout_backward_lays_its_gradient_out_as_cuda_does():
+    # CUDA's kernel allocates empty_like(grad, grad.suggest_memory_format()) (cuda/Dropout.cu):
+    # contiguous for a transposed gradient, channels-last for a channels-last one; CPU's
+    # grad * mask * scale would keep the transposed layout. The values are CPU's.
+    torch.manual_seed(0)
+    cases = (
+        (torch.randn(6, 4).t(), torch.contiguous_format),
+        (channels_last(torch.randn(2, 3, 4, 5)), torch.channels_last),
+    )
+    for g, fmt in cases:
+        mask = torch.rand(g.shape) > 0.5
+        got = A.native_dropout_backward(g.to(DEV), mask.to(DEV), 2.0)
+        assert got.is_contiguous(memory_format=fmt)
+        torch.testing.assert_close(got.cpu(), A.native_dropout_backward(g, mask, 2.0))
+
+
+def test_an_empty_out_of_a_generated_out_overload_is_resized_contiguously_as_on_cpu():
+    # hardswish_backward.out has no CPU kernel of its own: ATen's generated wrapper runs the
+    # functional kernel, resizes the empty out contiguously and copies; abs.out's own kernel
+    # restrides it to TensorIterator's layout.
+    x, g = torch.rand(6, 4).t(), torch.randn(4, 6)
+    for op in (
+        lambda g, x, o: A.hardswish_backward.out(g, x, out=o),
+        lambda g, x, o: torch.abs(x, out=o),
+    ):
+        expected, got = torch.empty(0), torch.empty(0, device=DEV)
+        op(g, x, expected)
+        op(g.to(DEV), x.to(DEV), got)
+        assert got.stride() == expected.stride()
+        torch.testing.assert_close(got.cpu(), expected)

@@ -69,6 +69,7 @@ def test_every_kernel_gets_every_core_while_a_host_thread_waits_for_the_device()
     assert tiny == max(1, cpus - 1)
 
 
+@pytest.mark.skipif(CPUS < 2, reason="a one-core machine has no OpenMP team to give back")
 def test_a_convolution_is_large_by_its_multiply_adds():
     # 32x32x8x8 -> 64 channels with a 3x3 kernel: no tensor reaches 2^18 elements (the output
     # has 2^17), but its 2^17 * 32 * 9 multiply-adds do (16 per element): a large kernel, for
@@ -127,10 +128,33 @@ def test_vdev_device_threads_is_a_fixed_count_for_every_kernel():
         from torch_vdev import _testing as t
         torch.set_num_threads(2)
         print(t.worker_intra_op_threads(0), t.worker_intra_op_threads(0, elements=1 << 24),
-              t.worker_intra_op_threads(0, host_waits=True))
+              t.worker_intra_op_threads(0, elements=1 << 16, host_waits=True))
         """
     )
     assert out == ["1", "1", "1"]
+
+
+def test_vdev_device_threads_is_not_shared_among_busy_workers_or_capped_by_the_cores():
+    # A fixed count is what the user asked for, whatever the machine and the other streams do.
+    out = script_output(
+        """
+        os.environ["VDEV_DEVICE_THREADS"] = str(2 * len(os.sched_getaffinity(0)))
+        import sys, torch
+        sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+        from asyncutil import gated, wait_until_blocked
+        from torch_vdev import _testing as t
+        cpus = len(os.sched_getaffinity(0))
+        torch.set_num_threads(2 * cpus)
+        a, b = torch.vdev.Stream(), torch.vdev.Stream()
+        with gated(a) as gate:
+            wait_until_blocked(gate)  # a's worker is running a task
+            shared = t.worker_intra_op_threads(0, elements=1 << 20, stream_id=b.stream_id)
+        torch.vdev.synchronize()
+        print(cpus, shared)
+        """
+    )
+    cpus, shared = map(int, out)
+    assert shared == 2 * cpus
 
 
 @pytest.mark.skipif(CPUS < 2, reason="a one-core machine has no OpenMP team to give back")

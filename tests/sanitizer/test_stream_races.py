@@ -8,7 +8,7 @@ import warnings
 import pytest
 import torch
 import torch.distributed as dist
-from asyncutil import gated, run_in_threads, wait_until_blocked
+from asyncutil import gated, run_in_threads, wait_until_blocked, wait_until_idle
 from torch.vdev.sanitizer import StreamRaceError
 
 from conftest import run_python
@@ -218,7 +218,7 @@ def test_warn_mode_reports_and_goes_on_with_the_same_results():
             warnings.simplefilter("always")
             with torch.vdev.stream(side):
                 y = x * 2
-        side.synchronize()  # the read ran before the write
+        wait_until_idle(side)  # the read ran before the write (bounded: never a hang)
     torch.vdev.synchronize()
     assert [str(w.message).split(":")[0] for w in caught] == ["data race"]
     assert y.sum().item() == 2000 and x.sum().item() == 2000

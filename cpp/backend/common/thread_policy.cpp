@@ -48,6 +48,8 @@ TaskThreads task_intra_op_threads(const vdev::rt::TaskTag& tag) {
 }
 
 int task_threads_now(TaskThreads limits) {
+  static const vdev::rt::Config& c = vdev::rt::config();
+  if (c.device_threads_set) return limits.host_running;  // a fixed count
   // The waiters' count only when it matters: the host writes it at every wait.
   const int limit = limits.host_waiting != limits.host_running && vdev::rt::host_waiters() > 0
                         ? limits.host_waiting

@@ -179,23 +179,27 @@ std::optional<std::vector<int64_t>> pointwise_output_strides(const c10::Function
   }
 }
 
-// Operators whose CPU and CUDA kernels allocate their fresh output in a layout their meta kernels
-// do not give: contiguous (argument -1: mse_loss_backward's zeros_like(input,
+// Operators whose CUDA kernels (and CPU's but for one) allocate their fresh output in a layout
+// their meta kernels do not give: contiguous (argument -1: mse_loss_backward's zeros_like(input,
 // LEGACY_CONTIGUOUS_MEMORY_FORMAT) in Loss.cpp; TORCH_META_FUNC(_log_softmax_backward_data) in
-// SoftMax.cpp), or like an argument (binary_cross_entropy and its backward: empty_like(input) in
-// Loss.cpp and cuda/Loss.cu). Where the plan runs the out= kernel this is more than the layout:
-// _log_softmax_backward_data.out writes its result contiguously whatever the out tensor's
-// strides, so an output laid out as the meta kernel says got wrong values (a transposed
-// gradient of log_softmax).
+// SoftMax.cpp), like an argument (binary_cross_entropy and its backward: empty_like(input) in
+// Loss.cpp and cuda/Loss.cu), or like an argument in its suggested memory format
+// (native_dropout_backward: empty_like(grad, grad.suggest_memory_format()) in cuda/Dropout.cu;
+// CPU's grad * mask * scale takes TensorIterator's layout, vdev takes CUDA's). Where the plan runs
+// the out= kernel this is more than the layout: _log_softmax_backward_data.out writes its result
+// contiguously whatever the out tensor's strides, so an output laid out as the meta kernel says
+// got wrong values (a transposed gradient of log_softmax).
 struct AllocatedLike {
   std::string_view name;
   int argument;
+  bool suggested_format = false;
 };
 constexpr AllocatedLike kAllocatedLike[] = {
     {"aten::mse_loss_backward", -1},
     {"aten::_log_softmax_backward_data", -1},
     {"aten::binary_cross_entropy", 0},
     {"aten::binary_cross_entropy_backward", 1},
+    {"aten::native_dropout_backward", 0, true},
 };
 
 // The strides the kernel of an operator of kAllocatedLike gives its output of `sizes`; nullopt
@@ -212,7 +216,10 @@ std::optional<std::vector<int64_t>> allocated_output_strides(const c10::Function
     }
     const c10::IValue& arg = stack[first + static_cast<std::size_t>(op.argument)];
     if (!arg.isTensor() || arg.toTensor().sizes() != sizes) return std::nullopt;
-    return at::empty_like(meta_like(arg.toTensor())).strides().vec();
+    const at::Tensor like = meta_like(arg.toTensor());
+    const at::Tensor out = op.suggested_format ? at::empty_like(like, like.suggest_memory_format())
+                                               : at::empty_like(like);
+    return out.strides().vec();
   }
   return std::nullopt;
 }
@@ -329,6 +336,9 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
       if (plan->aliased[i] >= 0) {
         const c10::IValue& out = stack[first + static_cast<std::size_t>(plan->aliased[i])];
         if (!out.isTensor() || out.toTensor().numel() != 0) continue;  // not resized
+        // An out= overload without a CPU kernel of its own is ATen's generated wrapper: the
+        // functional kernel, then the empty out resized contiguously and a copy.
+        if (!op.hasKernelForDispatchKey(c10::DispatchKey::CPU)) continue;
       }
       if (auto strides = pointwise_output_strides(schema, stack, first, m.tensors[0].sizes)) {
         m.tensors[0].strides = std::move(*strides);

@@ -246,9 +246,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
         if (gb.defined()) gb.copy_(rb);
       },
       // grad_input and grad_weight each cost about the forward's multiply-adds.
-      kernel_tag({&grad_output, &input, &weight},
-                 conv_multiply_adds(transposed ? input : grad_output, weight) *
-                     (int{output_mask[0]} + int{output_mask[1]})));
+      kernel_tag(
+          {&grad_output, &input, &weight},
+          std::min(conv_multiply_adds(transposed ? input : grad_output, weight), UINT64_MAX / 2) *
+              (int{output_mask[0]} + int{output_mask[1]})));
   return {grad_input, grad_weight, grad_bias};
 }
 
