@@ -45,7 +45,7 @@ def test_large_kernels_get_every_core_and_small_ones_leave_one_to_the_host():
     assert (small, large, capped) == (max(1, cpus - 1), cpus, 1)
 
 
-def test_every_kernel_gets_every_core_while_a_host_thread_waits_for_the_device():
+def test_a_kernel_aten_would_split_gets_every_core_while_a_host_thread_waits():
     # The host thread needs no core while it waits: a small kernel that starts then gets them
     # all, as a large one always does, if ATen would split it (2^15 elements, its grain size);
     # the queueing thread's set_num_threads still caps it.

@@ -120,10 +120,9 @@ struct IteratorInputs {
   std::size_t first, second;
 };
 constexpr IteratorInputs kIteratorOperators[] = {
-    {"aten::threshold_backward", 1, 0},      {"aten::elu_backward", 0, 5},
-    {"aten::hardsigmoid_backward", 0, 1},    {"aten::hardswish_backward", 0, 1},
-    {"aten::hardtanh_backward", 0, 1},       {"aten::softplus_backward", 0, 1},
-    {"aten::native_dropout_backward", 0, 1},
+    {"aten::threshold_backward", 1, 0},   {"aten::elu_backward", 0, 5},
+    {"aten::hardsigmoid_backward", 0, 1}, {"aten::hardswish_backward", 0, 1},
+    {"aten::hardtanh_backward", 0, 1},    {"aten::softplus_backward", 0, 1},
 };
 
 const IteratorInputs* iterator_inputs(std::string_view name) {
