@@ -107,6 +107,12 @@ void bind_probes(nb::module_& t) {
         "on this thread.");
   t.def("express_misses", &probes::express_misses,
         "How many calls missed the express lane's per-thread table on this thread.");
+  t.def("out_layout_trials", &probes::out_layout_trials,
+        "How many layout trials launch plans ran (CPU's kernel on stand-ins that keep the "
+        "arguments' layouts), in the process.");
+  t.def("out_kernels_declined_for_layout", &probes::out_kernels_declined_for_layout,
+        "How many launch plans were denied their out= kernel because their outputs' layouts "
+        "differ from CPU's or could not be compared, in the process.");
   t.def("host_team_releases", &probes::host_team_releases,
         "How many times a host thread gave its idle OpenMP team back (the thread policy).");
   t.def("enqueue_cpu_busy", &probes::enqueue_cpu_busy, nb::arg("device"), nb::arg("stream_id"),

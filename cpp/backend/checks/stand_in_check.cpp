@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_strided.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <c10/util/Exception.h>
@@ -28,14 +29,23 @@ class DiscardWarnings final : public c10::WarningHandler {
   void process(const c10::Warning&) override { ++t_trial_warnings; }
 };
 
-bool checked_on_stand_ins(const c10::OperatorHandle& op) {
+// Whether CPU's kernel may run on stand-ins at all: an aten operator (a custom operator's kernel
+// may have side effects), no assertion (_assert_async and friends: the stand-in's 0 always fails
+// them, and they are queued on CUDA), nothing drawn from CPU's default generator.
+bool may_run_on_stand_ins(const c10::OperatorHandle& op) {
   const std::string_view name = op.schema().name();
   if (name.substr(0, 6) != "aten::") return false;
-  if (name.find("_backward") != std::string_view::npos) return false;
-  // _assert_async and friends: the stand-in's 0 always fails them, and they are queued on CUDA.
   if (name.find("assert") != std::string_view::npos) return false;
   return !op.hasTag(at::Tag::nondeterministic_seeded) ||
          generator_argument(op.schema()).has_value();
+}
+
+bool is_backward(const c10::OperatorHandle& op) {
+  return op.schema().name().find("_backward") != std::string::npos;
+}
+
+bool checked_on_stand_ins(const c10::OperatorHandle& op) {
+  return may_run_on_stand_ins(op) && !is_backward(op);
 }
 
 // The second round's stand-ins hold at most this many elements in all (64 MiB of float32).
@@ -123,11 +133,64 @@ bool small_round_is_safe(const c10::FunctionSchema& schema, const torch::jit::St
   return full_size_trial_affordable(vdev_elements(stack, first, nargs, &small));
 }
 
+// A stand-in for `like` with its layout. Of the real sizes: its strides exactly (its storage,
+// gaps and overlaps included, holds the stand-in's value). Of other sizes: its broadcast
+// dimensions (stride 0, more than one element) broadcast, the others dense in the order of
+// `like`'s strides, outermost first; throws where that order cannot be kept (dimensions of size
+// 1 whose strides differ from their neighbours' would tie with them).
+at::Tensor layout_stand_in(const at::Tensor& like, at::IntArrayRef sizes) {
+  const auto options = like.options().device(c10::kCPU);
+  at::Tensor s;
+  if (sizes.equals(like.sizes())) {
+    s = at::empty_strided(like.sizes(), like.strides(), options);
+  } else {
+    const std::size_t dims = sizes.size();
+    std::vector<int64_t> base(sizes.begin(), sizes.end());
+    for (std::size_t d = 0; d < dims; ++d) {
+      if (like.stride(static_cast<int64_t>(d)) == 0 && like.size(static_cast<int64_t>(d)) > 1) {
+        base[d] = 1;
+      }
+    }
+    std::vector<std::size_t> order(dims);
+    for (std::size_t d = 0; d < dims; ++d) order[d] = d;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return like.stride(static_cast<int64_t>(a)) > like.stride(static_cast<int64_t>(b));
+    });
+    std::vector<int64_t> strides(dims);
+    int64_t next = 1;
+    for (std::size_t k = dims; k-- > 0;) {
+      strides[order[k]] = next;
+      next *= std::max<int64_t>(base[order[k]], 1);
+    }
+    s = at::empty_strided(base, strides, options).expand(sizes);
+    for (std::size_t a = 0; a < dims; ++a) {
+      for (std::size_t b = a + 1; b < dims; ++b) {
+        const auto i = static_cast<int64_t>(a), j = static_cast<int64_t>(b);
+        const int real = (like.stride(i) > like.stride(j)) - (like.stride(i) < like.stride(j));
+        const int kept = (s.stride(i) > s.stride(j)) - (s.stride(i) < s.stride(j));
+        TORCH_CHECK(real == kept, "vdev: a stand-in cannot keep this layout");
+      }
+    }
+  }
+  // The whole storage: fill_ refuses a tensor whose elements overlap.
+  at::Tensor storage = at::empty({0}, options).set_(s.storage());
+  if (like.is_floating_point() || like.is_complex()) {
+    storage.fill_(1);
+  } else {
+    storage.zero_();
+  }
+  if (like.is_conj()) s._set_conj(true);
+  if (like.is_neg()) s._set_neg(true);
+  return s;
+}
+
 // The stand-in of one vdev tensor (see the header); the same tensor passed twice gets the same one.
 // `small` maps the sizes of the first round; without it, stand-ins have the real sizes.
 class StandIns {
  public:
-  explicit StandIns(const SmallSizes* small) : small_(small) {}
+  // `keep_layout`: each stand-in has its tensor's layout (layout_stand_in).
+  explicit StandIns(const SmallSizes* small, bool keep_layout = false)
+      : small_(small), keep_layout_(keep_layout) {}
 
   at::Tensor of(const at::Tensor& t) {
     if (!is_vdev_tensor(t)) return t;  // undefined, or a CPU argument: the call's own
@@ -137,8 +200,9 @@ class StandIns {
     if (small_ != nullptr) {
       for (int64_t& s : sizes) s = (*small_)(s);
     }
-    at::Tensor s = stand_in_like(t, sizes);
-    if (small_ == nullptr && t.suggest_memory_format() != at::MemoryFormat::Contiguous) {
+    at::Tensor s = keep_layout_ ? layout_stand_in(t, sizes) : stand_in_like(t, sizes);
+    if (!keep_layout_ && small_ == nullptr &&
+        t.suggest_memory_format() != at::MemoryFormat::Contiguous) {
       s = s.contiguous(t.suggest_memory_format());  // kernels pick their path by it
     }
     made_.emplace(t.unsafeGetTensorImpl(), s);
@@ -147,19 +211,23 @@ class StandIns {
 
  private:
   const SmallSizes* small_;
+  bool keep_layout_;
   std::unordered_map<const c10::TensorImpl*, at::Tensor> made_;
 };
 
 // One round: CPU's kernel on stand-ins (small ones with `small`, else of the real sizes); on
 // success, the
 // undefined single-tensor returns into `undefined_returns` (if given).
+// `keep_layout`: stand-ins with their tensors' layouts; the trial's returns are left in `returns`
+// (if given).
 bool trial_round(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
-                 std::size_t nargs, const SmallSizes* small, std::vector<bool>* undefined_returns) {
+                 std::size_t nargs, const SmallSizes* small, std::vector<bool>* undefined_returns,
+                 bool keep_layout = false, torch::jit::Stack* returns = nullptr) {
   const std::optional<std::size_t> g = generator_argument(op.schema());
   torch::jit::Stack trial_stack;
   trial_stack.reserve(nargs);
   try {
-    StandIns stand_ins(small);
+    StandIns stand_ins(small, keep_layout);
     for (std::size_t i = 0; i < nargs; ++i) {
       if (g && i == *g) {
         trial_stack.emplace_back(at::detail::createCPUGenerator());  // draws nothing of the user's
@@ -181,6 +249,7 @@ bool trial_round(const c10::OperatorHandle& op, const torch::jit::Stack& stack, 
       undefined_returns->push_back(r.isNone() || (r.isTensor() && !r.toTensor().defined()));
     }
   }
+  if (returns != nullptr) *returns = std::move(trial_stack);
   return true;
 }
 
@@ -231,6 +300,33 @@ bool cpu_accepts_stand_ins(const c10::OperatorHandle& op, const torch::jit::Stac
     return false;
   }
   return trial_round(op, stack, first, nargs, /*small=*/nullptr, undefined_returns);
+}
+
+bool layout_trial_may_run(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                          std::size_t first, std::size_t nargs, TrialSizes sizes,
+                          int64_t output_elements) {
+  if (sizes == TrialSizes::kSmall) {
+    return checked_on_stand_ins(op) &&
+           small_round_is_safe(op.schema(), stack, first, nargs, SmallSizes(stack, first, nargs));
+  }
+  return may_run_on_stand_ins(op) &&
+         full_size_trial_affordable(vdev_elements(stack, first, nargs) + output_elements);
+}
+
+std::optional<torch::jit::Stack> run_on_layout_stand_ins(const c10::OperatorHandle& op,
+                                                         const torch::jit::Stack& stack,
+                                                         std::size_t first, std::size_t nargs,
+                                                         TrialSizes sizes) {
+  // vdev's own trial, not the program's operator: the profiler does not show it.
+  const at::DisableRecordFunctionGuard unprofiled;
+  const SmallSizes small(stack, first, nargs);
+  torch::jit::Stack returns;
+  if (!trial_round(op, stack, first, nargs, sizes == TrialSizes::kSmall ? &small : nullptr,
+                   /*undefined_returns=*/nullptr, /*keep_layout=*/true, &returns) ||
+      returns.empty()) {  // empty: no stand-in could be made
+    return std::nullopt;
+  }
+  return returns;
 }
 
 bool may_settle_on_the_host() {

@@ -48,6 +48,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace vdev::backend {
@@ -77,6 +78,28 @@ at::Tensor stand_in_like(const at::Tensor& like, at::IntArrayRef sizes);
 
 // Whether stand-ins of the real sizes holding `elements` in all are small enough for a trial.
 bool full_size_trial_affordable(int64_t elements);
+
+// The sizes CPU's kernel runs a layout trial with (run_on_layout_stand_ins).
+enum class TrialSizes { kSmall, kReal };
+
+// Whether CPU's kernel may run on stand-ins of stack[first, first + nargs) with `sizes`: the
+// operator is an aten one, no assertion, and draws nothing from CPU's default generator; small
+// sizes only where the argument check above would use them (no backward operator, no
+// kernel_size, no CPU integer tensor), real ones only within the second round's budget
+// (`output_elements` counts towards it).
+bool layout_trial_may_run(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                          std::size_t first, std::size_t nargs, TrialSizes sizes,
+                          int64_t output_elements);
+
+// CPU's kernel run once on stand-ins that keep each vdev argument's layout: of the real sizes,
+// its exact strides; small ones, its broadcast dimensions (stride 0) broadcast and the others
+// dense in the order of its strides (the small sizes keep which sizes are 0 and 1, and the
+// stand-ins every order between two strides, or none is made). The returns; nullopt when no
+// stand-in could be made or the kernel failed. Warnings dropped; not profiled.
+std::optional<torch::jit::Stack> run_on_layout_stand_ins(const c10::OperatorHandle& op,
+                                                         const torch::jit::Stack& stack,
+                                                         std::size_t first, std::size_t nargs,
+                                                         TrialSizes sizes);
 
 // Runs `trial` with its warnings dropped (nondeterminism alerts included); whether it returned
 // without throwing.

@@ -15,22 +15,17 @@
 
 #include "backend/checks/stand_in_check.h"
 #include "backend/common/alert_filter.h"
+#include "backend/common/meta_like.h"
 #include "backend/common/schema_arguments.h"
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
 #include "backend/executor/cpu_shaped_returns.h"
 #include "backend/executor/eligibility.h"
+#include "backend/executor/out_kernel_layouts.h"
 #include "backend/executor/out_variants.h"
 
 namespace vdev::backend {
 namespace {
-
-at::Tensor meta_like(const at::Tensor& t) {
-  at::Tensor m = at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-  if (t.is_conj()) m._set_conj(true);
-  if (t.is_neg()) m._set_neg(true);
-  return m;
-}
 
 // CPU scalars stay on the CPU: meta kernels accept them, and some need their values.
 at::Tensor to_meta(const at::Tensor& t) { return is_vdev_tensor(t) ? meta_like(t) : t; }
@@ -402,6 +397,13 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
     if (undefined[i] && plan->aliased[i] < 0) plan->undefined_returns.push_back(i);
   }
   if (mark_undefined_returns(*plan, plan->returns)) plan->out_op.reset();  // none has undefined
+  // An out= kernel that trusts its own layout would write wrong values into outputs laid out
+  // otherwise: the functional kernel and a copy then (executor/out_kernel_layouts.h).
+  if (plan->out_op &&
+      !out_kernel_keeps_layouts(op, stack, first, nargs, plan->returns, output_elements)) {
+    plan->out_op.reset();
+    plan->out_extra_args.clear();
+  }
   return plan;
 }
 

@@ -25,6 +25,7 @@
 #include "backend/checks/device_rules.h"
 #include "backend/checks/stand_in_check.h"
 #include "backend/common/cpu_alias.h"
+#include "backend/common/meta_like.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/sanitizer/stream_sanitizer.h"
@@ -38,10 +39,6 @@ struct ConvParams {
   bool transposed;
   int64_t groups;
 };
-
-at::Tensor meta_like(const at::Tensor& t) {
-  return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
-}
 
 at::Tensor alias_or_undefined(const at::Tensor& t) { return t.defined() ? cpu_alias(t) : t; }
 

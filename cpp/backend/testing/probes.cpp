@@ -20,6 +20,7 @@
 #include "backend/common/thread_policy.h"
 #include "backend/common/vdev_device.h"
 #include "backend/executor/express.h"
+#include "backend/executor/out_kernel_layouts.h"
 #include "backend/memory/memory_history.h"
 #include "backend/sanitizer/settings.h"
 #include "runtime/fault_injection.h"
@@ -126,6 +127,11 @@ double hook_checks_ns(std::int64_t iterations) {
 
 std::uint64_t express_calls() { return vdev::backend::express_calls_on_this_thread(); }
 std::uint64_t express_misses() { return vdev::backend::express_misses_on_this_thread(); }
+
+std::uint64_t out_layout_trials() { return vdev::backend::out_layout_trials(); }
+std::uint64_t out_kernels_declined_for_layout() {
+  return vdev::backend::out_kernels_declined_for_layout();
+}
 
 std::uint64_t host_team_releases() { return vdev::backend::host_team_releases(); }
 

@@ -48,6 +48,12 @@ VDEV_TESTING_API std::uint64_t express_calls();
 // How many calls missed the express lane's per-thread table on the calling thread.
 VDEV_TESTING_API std::uint64_t express_misses();
 
+// How many layout trials launch plans ran, and how many plans were denied their out= kernel because
+// their outputs' layouts differ from CPU's or could not be compared
+// (backend/executor/out_kernel_layouts.h), in the process.
+VDEV_TESTING_API std::uint64_t out_layout_trials();
+VDEV_TESTING_API std::uint64_t out_kernels_declined_for_layout();
+
 // How many times a host thread gave its OpenMP team back (backend/common/thread_policy.h).
 VDEV_TESTING_API std::uint64_t host_team_releases();
 
