@@ -3,16 +3,17 @@ same call on CPU tensors and against a call whose plan is cached, measured in th
 
 A plan is made once per signature (sizes, strides, dtypes, flags: cpp/backend/executor/
 plan_cache.h): the meta kernel, CPU's argument checks on small stand-ins, and, where an argument
-or an output is not contiguous, the out= kernel's layout trial (cpp/backend/executor/
-out_kernel_layouts.h: CPU's kernel once more on stand-ins that keep the arguments' layouts, of
-small sizes for forward operators, of the real sizes for backward ones). Cases, each a new
-signature per call (the second dimension grows by one), host time of the call then a synchronize:
+or an output is not contiguous and the kernel is not TensorIterator's, the out= kernel's layout
+trial (cpp/backend/executor/out_kernel_layouts.h: CPU's kernel once more on stand-ins that keep
+the arguments' layouts, of small sizes for forward operators, of the real sizes for backward
+ones). Cases, each a new signature per call (the second dimension grows by one), host time of the
+call then a synchronize:
 
-- `add` of two contiguous 64 x n matrices (no layout trial) and of a contiguous and a transposed
-  one (a trial on small stand-ins);
-- `threshold_backward` (a backward operator: no argument check, the layout trial of the real
-  sizes) of a contiguous and of a transposed input;
-- the figures per call for the same signature once cached (`hit`).
+- `softmax` of a contiguous 64 x n matrix (no layout trial) and of a transposed one (a trial on
+  small stand-ins);
+- `_softmax_backward_data` (a backward operator: no argument check; the layout trial of the real
+  sizes) of a contiguous and of a transposed gradient;
+- the figures per call for the same signature once cached (`cached`).
 
     python benchmarks/bench_plans.py [--out results.json] [--quick]
 """
@@ -33,27 +34,26 @@ A = torch.ops.aten
 
 
 def cases():
-    def add(transposed):
+    def softmax(transposed):
         def make(n, dev):
-            x = torch.randn(64, n, device=dev)
-            y = torch.randn(n, 64, device=dev).t() if transposed else torch.randn(64, n, device=dev)
-            return lambda: torch.add(x, y)
+            x = torch.randn(n, 64, device=dev).t() if transposed else torch.randn(64, n, device=dev)
+            return lambda: torch.softmax(x, 1)
 
         return make
 
-    def threshold_backward(transposed):
+    def softmax_backward(transposed):
         def make(n, dev):
-            g = torch.randn(64, n, device=dev)
-            x = torch.randn(n, 64, device=dev).t() if transposed else torch.randn(64, n, device=dev)
-            return lambda: A.threshold_backward(g, x, 0.0)
+            y = torch.softmax(torch.randn(64, n, device=dev), 1)
+            g = torch.randn(n, 64, device=dev).t() if transposed else torch.randn(64, n, device=dev)
+            return lambda: A._softmax_backward_data(g, y, 1, torch.float32)
 
         return make
 
     return {
-        "add_contiguous": add(False),
-        "add_transposed": add(True),
-        "threshold_backward_contiguous": threshold_backward(False),
-        "threshold_backward_transposed": threshold_backward(True),
+        "softmax_contiguous": softmax(False),
+        "softmax_transposed": softmax(True),
+        "softmax_backward_contiguous": softmax_backward(False),
+        "softmax_backward_transposed": softmax_backward(True),
     }
 
 

@@ -133,15 +133,17 @@ bool small_round_is_safe(const c10::FunctionSchema& schema, const torch::jit::St
   return full_size_trial_affordable(vdev_elements(stack, first, nargs, &small));
 }
 
-// A stand-in for `like` with its layout. Of the real sizes: its strides exactly (its storage,
-// gaps and overlaps included, holds the stand-in's value). Of other sizes: its broadcast
-// dimensions (stride 0, more than one element) broadcast, the others dense in the order of
-// `like`'s strides, outermost first; throws where that order cannot be kept (dimensions of size
-// 1 whose strides differ from their neighbours' would tie with them).
+// A stand-in for `like` with its layout. Of the real sizes and non-overlapping and dense: its
+// strides exactly. Otherwise (other sizes, or gaps and overlaps, whose storage may be far larger
+// than the tensor: a column of a large matrix): its broadcast dimensions (stride 0, more than one
+// element) broadcast, the others dense in the order of `like`'s strides, outermost first; throws
+// where that order cannot be kept between two dimensions of more than one element (equal strides:
+// overlapping elements). The strides of dimensions of size 1 address nothing; dense, they may
+// tie where `like`'s differ.
 at::Tensor layout_stand_in(const at::Tensor& like, at::IntArrayRef sizes) {
   const auto options = like.options().device(c10::kCPU);
   at::Tensor s;
-  if (sizes.equals(like.sizes())) {
+  if (sizes.equals(like.sizes()) && like.is_non_overlapping_and_dense()) {
     s = at::empty_strided(like.sizes(), like.strides(), options);
   } else {
     const std::size_t dims = sizes.size();
@@ -165,6 +167,7 @@ at::Tensor layout_stand_in(const at::Tensor& like, at::IntArrayRef sizes) {
     s = at::empty_strided(base, strides, options).expand(sizes);
     for (std::size_t a = 0; a < dims; ++a) {
       for (std::size_t b = a + 1; b < dims; ++b) {
+        if (sizes[a] <= 1 || sizes[b] <= 1) continue;  // a stride that addresses nothing
         const auto i = static_cast<int64_t>(a), j = static_cast<int64_t>(b);
         const int real = (like.stride(i) > like.stride(j)) - (like.stride(i) < like.stride(j));
         const int kept = (s.stride(i) > s.stride(j)) - (s.stride(i) < s.stride(j));

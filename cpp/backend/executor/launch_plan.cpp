@@ -399,8 +399,10 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   if (mark_undefined_returns(*plan, plan->returns)) plan->out_op.reset();  // none has undefined
   // An out= kernel that trusts its own layout would write wrong values into outputs laid out
   // otherwise: the functional kernel and a copy then (executor/out_kernel_layouts.h).
-  if (plan->out_op &&
-      !out_kernel_keeps_layouts(op, stack, first, nargs, plan->returns, output_elements)) {
+  // TensorIterator's kernels write any out tensor's strides: theirs need no trial.
+  if (plan->out_op && !computed_by_tensor_iterator(op) &&
+      !out_kernel_keeps_layouts(op, stack, first, nargs, plan->returns, output_elements,
+                                plan->returns_from_cpu_values)) {
     plan->out_op.reset();
     plan->out_extra_args.clear();
   }

@@ -65,8 +65,10 @@ enum class Verdict { kSame, kDifferent, kUnknown };
 
 // Whether CPU's output `cpu` (of a trial, with small or real sizes) has the plan's layout `m`.
 Verdict compare(const at::Tensor& cpu, const MetaTensor& m) {
-  if (!m.defined || !cpu.defined())
+  if (!m.defined || !cpu.defined()) {
     return m.defined == cpu.defined() ? Verdict::kSame : Verdict::kUnknown;
+  }
+  if (cpu.layout() != at::kStrided) return Verdict::kUnknown;
   if (cpu.dim() != static_cast<int64_t>(m.sizes.size())) return Verdict::kUnknown;
   for (int64_t s : m.sizes) {
     if (s == 0) return Verdict::kSame;  // nothing is written
@@ -129,9 +131,11 @@ Verdict trial_verdict(const c10::OperatorHandle& op, const torch::jit::Stack& st
 
 bool out_kernel_keeps_layouts(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                               std::size_t first, std::size_t nargs,
-                              const std::vector<MetaReturn>& returns, int64_t output_elements) {
+                              const std::vector<MetaReturn>& returns, int64_t output_elements,
+                              bool returns_vary) {
   if (!layouts_may_differ(stack, first, nargs, returns)) return true;
-  if (trial_verdict(op, stack, first, nargs, returns, output_elements) == Verdict::kSame) {
+  if (!returns_vary &&
+      trial_verdict(op, stack, first, nargs, returns, output_elements) == Verdict::kSame) {
     return true;
   }
   g_declined.fetch_add(1, std::memory_order_relaxed);

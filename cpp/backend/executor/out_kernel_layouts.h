@@ -12,6 +12,13 @@
 // (custom and random operators, stand-ins too large), the plan runs the functional kernel and
 // copies its results into the device outputs, whose layout stays the plan's.
 //
+// Operators computed by TensorIterator (launch_plan.cpp, computed_by_tensor_iterator) need no
+// trial: TensorIterator writes any out tensor's strides.
+//
+// A trial of the real sizes computes the whole operator on the host once per plan (a transposed
+// gradient of 4M elements: ~40 ms at the first call); a kernel's TORCH_WARN_ONCE reached first
+// by a trial is spent there, as in the argument check.
+//
 // Thread rules: stateless but for two relaxed counters; runs on the dispatching thread while a
 // plan is made.
 #pragma once
@@ -28,10 +35,14 @@
 namespace vdev::backend {
 
 // Whether the out= kernel of `op`'s plan for stack[first, first + nargs) may write `returns`
-// (the plan's fresh outputs, `output_elements` elements in all) in their layouts.
+// (the plan's fresh outputs, `output_elements` elements in all) in their layouts. `returns_vary`:
+// the plan's returns are made again for every call (launch_plan.h, returns_from_cpu_values), so
+// one call's trial cannot vouch for the next: where layouts may differ, the out= kernel is not
+// kept.
 bool out_kernel_keeps_layouts(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                               std::size_t first, std::size_t nargs,
-                              const std::vector<MetaReturn>& returns, int64_t output_elements);
+                              const std::vector<MetaReturn>& returns, int64_t output_elements,
+                              bool returns_vary);
 
 // How many layout trials ran, and how many plans were denied their out= kernel, in the process
 // (for tests).
