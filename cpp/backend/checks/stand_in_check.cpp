@@ -133,6 +133,15 @@ bool small_round_is_safe(const c10::FunctionSchema& schema, const torch::jit::St
   return full_size_trial_affordable(vdev_elements(stack, first, nargs, &small));
 }
 
+// Fills `values` with a stand-in's value for `like`: 1 (floating and complex) or 0.
+void fill_as_stand_in(const at::Tensor& values, const at::Tensor& like) {
+  if (like.is_floating_point() || like.is_complex()) {
+    values.fill_(1);
+  } else {
+    values.zero_();
+  }
+}
+
 // A stand-in for `like` with its layout. Of the real sizes and non-overlapping and dense: its
 // strides exactly. Otherwise (other sizes, or gaps and overlaps, whose storage may be far larger
 // than the tensor: a column of a large matrix): its broadcast dimensions (stride 0, more than one
@@ -176,12 +185,7 @@ at::Tensor layout_stand_in(const at::Tensor& like, at::IntArrayRef sizes) {
     }
   }
   // The whole storage: fill_ refuses a tensor whose elements overlap.
-  at::Tensor storage = at::empty({0}, options).set_(s.storage());
-  if (like.is_floating_point() || like.is_complex()) {
-    storage.fill_(1);
-  } else {
-    storage.zero_();
-  }
+  fill_as_stand_in(at::empty({0}, options).set_(s.storage()), like);
   if (like.is_conj()) s._set_conj(true);
   if (like.is_neg()) s._set_neg(true);
   return s;
@@ -260,11 +264,7 @@ bool trial_round(const c10::OperatorHandle& op, const torch::jit::Stack& stack, 
 
 at::Tensor stand_in_like(const at::Tensor& like, at::IntArrayRef sizes) {
   at::Tensor s = at::empty(sizes, like.options().device(c10::kCPU));
-  if (like.is_floating_point() || like.is_complex()) {
-    s.fill_(1);
-  } else {
-    s.zero_();
-  }
+  fill_as_stand_in(s, like);
   if (like.is_conj()) s._set_conj(true);
   if (like.is_neg()) s._set_neg(true);
   return s;

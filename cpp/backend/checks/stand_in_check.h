@@ -92,10 +92,11 @@ bool layout_trial_may_run(const c10::OperatorHandle& op, const torch::jit::Stack
                           int64_t output_elements);
 
 // CPU's kernel run once on stand-ins that keep each vdev argument's layout: of the real sizes,
-// its exact strides; small ones, its broadcast dimensions (stride 0) broadcast and the others
-// dense in the order of its strides (the small sizes keep which sizes are 0 and 1, and the
-// stand-ins every order between two strides, or none is made). The returns; nullopt when no
-// stand-in could be made or the kernel failed. Warnings dropped; not profiled.
+// its exact strides if it is non-overlapping and dense; otherwise its broadcast dimensions
+// (stride 0) broadcast and the others dense in the order of its strides (the small sizes keep
+// which sizes are 0 and 1, and the stand-ins every order between the strides of two dimensions
+// of more than one element, or none is made). The returns; nullopt when no stand-in could be
+// made or the kernel failed. Warnings dropped; not profiled.
 std::optional<torch::jit::Stack> run_on_layout_stand_ins(const c10::OperatorHandle& op,
                                                          const torch::jit::Stack& stack,
                                                          std::size_t first, std::size_t nargs,

@@ -24,8 +24,9 @@ bool is_contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>
 }
 
 // Whether the plan's layouts may differ from CPU's: an argument or an output that is not
-// contiguous. With contiguous arguments CPU's kernels and the meta kernels make contiguous outputs,
-// where a meta kernel gives another layout (column-major linear algebra, cuFFT's), the trial runs.
+// contiguous. With contiguous arguments CPU's kernels and the meta kernels make contiguous
+// outputs; where a meta kernel makes another layout of them (column-major linear algebra,
+// cuFFT's), that output asks for the trial.
 bool layouts_may_differ(const torch::jit::Stack& stack, std::size_t first, std::size_t nargs,
                         const std::vector<MetaReturn>& returns) {
   for (std::size_t i = first; i < first + nargs; ++i) {
