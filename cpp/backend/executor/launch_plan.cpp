@@ -323,7 +323,8 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   // give them: fresh ones, and an empty out= tensor when resized. PyTorch's Python meta functions
   // say contiguous for some (copysign, xlogy: inputs of different layouts; abs.out: a transposed
   // input).
-  if (computed_by_tensor_iterator(op)) {
+  const bool by_tensor_iterator = computed_by_tensor_iterator(op);
+  if (by_tensor_iterator) {
     for (std::size_t i = 0; i < plan->returns.size(); ++i) {
       MetaReturn& m = plan->returns[i];
       if (m.kind != MetaReturn::Tensor || !m.tensors[0].defined) continue;
@@ -400,7 +401,7 @@ std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op
   // An out= kernel that trusts its own layout would write wrong values into outputs laid out
   // otherwise: the functional kernel and a copy then (executor/out_kernel_layouts.h).
   // TensorIterator's kernels write any out tensor's strides: theirs need no trial.
-  if (plan->out_op && !computed_by_tensor_iterator(op) &&
+  if (plan->out_op && !by_tensor_iterator &&
       !out_kernel_keeps_layouts(op, stack, first, nargs, plan->returns, output_elements,
                                 plan->returns_from_cpu_values)) {
     plan->out_op.reset();

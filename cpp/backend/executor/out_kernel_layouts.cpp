@@ -1,5 +1,7 @@
 #include "backend/executor/out_kernel_layouts.h"
 
+#include <ATen/TensorGeometry.h>
+
 #include <algorithm>
 #include <atomic>
 #include <optional>
@@ -12,16 +14,6 @@ namespace {
 
 std::atomic<std::uint64_t> g_trials{0};
 std::atomic<std::uint64_t> g_declined{0};
-
-bool is_contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
-  int64_t expected = 1;
-  for (std::size_t d = sizes.size(); d-- > 0;) {
-    if (sizes[d] == 0) return true;
-    if (sizes[d] != 1 && strides[d] != expected) return false;
-    expected *= sizes[d];
-  }
-  return true;
-}
 
 // Whether the plan's layouts may differ from CPU's: an argument or an output that is not
 // contiguous. With contiguous arguments CPU's kernels and the meta kernels make contiguous
@@ -38,7 +30,7 @@ bool layouts_may_differ(const torch::jit::Stack& stack, std::size_t first, std::
   }
   for (const MetaReturn& r : returns) {
     for (const MetaTensor& m : r.tensors) {
-      if (m.defined && !is_contiguous(m.sizes, m.strides)) return true;
+      if (m.defined && !at::geometry_is_contiguous(m.sizes, m.strides)) return true;
     }
   }
   return false;
