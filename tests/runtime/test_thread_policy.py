@@ -34,10 +34,10 @@ def test_large_kernels_get_every_core_and_small_ones_leave_one_to_the_host():
         from torch_vdev import _testing as t
         cpus = len(os.sched_getaffinity(0))
         torch.set_num_threads(cpus)
-        small = t.worker_intra_op_threads(0, elements=(1 << 18) - 1)
-        large = t.worker_intra_op_threads(0, elements=1 << 18)
+        small = t.worker_intra_op_threads(0, elements=(1 << 22) - 1)
+        large = t.worker_intra_op_threads(0, elements=1 << 22)
         torch.set_num_threads(1)  # the queueing thread's count caps both
-        capped = t.worker_intra_op_threads(0, elements=1 << 18)
+        capped = t.worker_intra_op_threads(0, elements=1 << 22)
         print(cpus, small, large, capped)
         """
     )
@@ -46,9 +46,10 @@ def test_large_kernels_get_every_core_and_small_ones_leave_one_to_the_host():
 
 
 def test_a_kernel_aten_would_split_gets_every_core_while_a_host_thread_waits():
-    # The host thread needs no core while it waits: a small kernel that starts then gets them
-    # all, as a large one always does, if ATen would split it (2^15 elements, its grain size);
-    # the queueing thread's set_num_threads still caps it.
+    # The host thread needs no core while it waits: a kernel below the large size (2^22) that
+    # starts then gets them all, as a large one always does, if ATen would split it (2^15
+    # elements, its grain size); while the host runs it leaves the host a core. The queueing
+    # thread's set_num_threads still caps it.
     out = script_output(
         """
         import os, torch
@@ -57,42 +58,48 @@ def test_a_kernel_aten_would_split_gets_every_core_while_a_host_thread_waits():
         torch.set_num_threads(cpus)
         running = t.worker_intra_op_threads(0, elements=1 << 16)
         waiting = t.worker_intra_op_threads(0, elements=1 << 16, host_waits=True)
+        mid_running = t.worker_intra_op_threads(0, elements=(1 << 22) - 1)
+        mid_waiting = t.worker_intra_op_threads(0, elements=(1 << 22) - 1, host_waits=True)
         tiny = t.worker_intra_op_threads(0, elements=(1 << 15) - 1, host_waits=True)
-        large = t.worker_intra_op_threads(0, elements=1 << 18, host_waits=True)
+        large = t.worker_intra_op_threads(0, elements=1 << 22, host_waits=True)
         torch.set_num_threads(1)
         capped = t.worker_intra_op_threads(0, elements=1 << 16, host_waits=True)
-        print(cpus, running, waiting, tiny, large, capped)
+        print(cpus, running, waiting, mid_running, mid_waiting, tiny, large, capped)
         """
     )
-    cpus, running, waiting, tiny, large, capped = map(int, out)
+    cpus, running, waiting, mid_running, mid_waiting, tiny, large, capped = map(int, out)
     assert (running, waiting, large, capped) == (max(1, cpus - 1), cpus, cpus, 1)
+    assert (mid_running, mid_waiting) == (max(1, cpus - 1), cpus)
     assert tiny == max(1, cpus - 1)
 
 
 @pytest.mark.skipif(CPUS < 2, reason="a one-core machine has no OpenMP team to give back")
 def test_a_convolution_is_large_by_its_multiply_adds():
-    # 32x32x8x8 -> 64 channels with a 3x3 kernel: no tensor reaches 2^18 elements (the output
-    # has 2^17), but its 2^17 * 32 * 9 multiply-adds do (16 per element): a large kernel, for
-    # which the host gives its team back, forward and backward; a 1x1 kernel on 8 channels is
-    # small.
+    # 16x64x16x16 -> 64 channels with a 3x3 kernel: no tensor reaches 2^22 elements (the output
+    # has 2^18), but its 2^18 * 64 * 9 multiply-adds do (16 per element): a large kernel, for
+    # which the host gives its team back, forward and backward. 32x32x8x8 -> 64 channels (2^17
+    # * 32 * 9, a small CNN's) and a 1x1 kernel on 8 channels are below it: the host keeps its
+    # team while it runs.
     out = script_output(
         """
         import torch
         import torch.nn.functional as F
         from torch_vdev import _testing as t
         torch.set_num_threads(2)
-        x = torch.randn(32, 32, 8, 8, device="vdev", requires_grad=True)
-        w = torch.randn(64, 32, 3, 3, device="vdev", requires_grad=True)
+        x = torch.randn(16, 64, 16, 16, device="vdev", requires_grad=True)
+        w = torch.randn(64, 64, 3, 3, device="vdev", requires_grad=True)
+        xm, wm = torch.randn(32, 32, 8, 8, device="vdev"), torch.randn(64, 32, 3, 3, device="vdev")
         xs, ws = torch.randn(2, 8, 4, 4, device="vdev"), torch.randn(8, 8, 1, 1, device="vdev")
         r0 = t.host_team_releases()
         F.conv2d(xs, ws)
+        F.conv2d(xm, wm, padding=1)
         r1 = t.host_team_releases()
         y = F.conv2d(x, w, padding=1)
         r2 = t.host_team_releases()
         y.sum().backward()
         r3 = t.host_team_releases()
         torch.vdev.synchronize()
-        print(tuple(y.shape) == (32, 64, 8, 8), r1 - r0, r2 - r1, r3 - r2 >= 1)
+        print(tuple(y.shape) == (16, 64, 16, 16), r1 - r0, r2 - r1, r3 - r2 >= 1)
         """
     )
     assert out == ["True", "0", "1", "True"]
@@ -110,9 +117,9 @@ def test_workers_running_at_once_share_the_cores():
         a, b = torch.vdev.Stream(), torch.vdev.Stream()
         with gated(a) as gate:
             wait_until_blocked(gate)  # a's worker is running a task
-            shared = t.worker_intra_op_threads(0, elements=1 << 20, stream_id=b.stream_id)
+            shared = t.worker_intra_op_threads(0, elements=1 << 22, stream_id=b.stream_id)
         torch.vdev.synchronize()
-        alone = t.worker_intra_op_threads(0, elements=1 << 20, stream_id=b.stream_id)
+        alone = t.worker_intra_op_threads(0, elements=1 << 22, stream_id=b.stream_id)
         print(cpus, shared, alone)
         """
     )
@@ -148,7 +155,7 @@ def test_vdev_device_threads_is_not_shared_among_busy_workers_or_capped_by_the_c
         a, b = torch.vdev.Stream(), torch.vdev.Stream()
         with gated(a) as gate:
             wait_until_blocked(gate)  # a's worker is running a task
-            shared = t.worker_intra_op_threads(0, elements=1 << 20, stream_id=b.stream_id)
+            shared = t.worker_intra_op_threads(0, elements=1 << 22, stream_id=b.stream_id)
         torch.vdev.synchronize()
         print(cpus, shared)
         """
@@ -214,7 +221,7 @@ def test_queueing_a_large_kernel_gives_the_host_team_back_and_cpu_work_still_run
         cpus = len(os.sched_getaffinity(0))
         torch.set_num_threads(cpus)
         threads = lambda: len(os.listdir("/proc/self/task"))
-        x = torch.ones(1 << 18, device="vdev")
+        x = torch.ones(1 << 22, device="vdev")
         (x + 1).sum().item()  # the worker and its team exist from here on
         c = torch.ones(1 << 22)
         total = c.sum().item()  # CPU work: this thread's team is made again
@@ -258,7 +265,7 @@ def test_a_worker_waiting_on_an_event_keeps_its_team_and_leaves_the_cores_to_oth
                 time.sleep(0.001)
             released = t.host_team_releases() - releases  # by a's waiting worker: none
             busy = t.busy_workers()  # b's, held by the gate (a task it runs); not a's
-            on_c = t.worker_intra_op_threads(0, elements=1 << 20, stream_id=c.stream_id)
+            on_c = t.worker_intra_op_threads(0, elements=1 << 22, stream_id=c.stream_id)
             print(released, busy, cpus, on_c)
         torch.vdev.synchronize()
         """
@@ -268,17 +275,20 @@ def test_a_worker_waiting_on_an_event_keeps_its_team_and_leaves_the_cores_to_oth
 
 
 def test_a_matrix_product_is_large_by_its_multiply_adds_not_its_tensors():
-    # 64x256 @ 256x512: no tensor reaches 2^18 elements, but 8.4M multiply-adds do (16 per
-    # element): a large kernel, for which the host gives its team back; 8x8 @ 8x8 is small.
+    # 256x512 @ 512x512: no tensor reaches 2^22 elements, but 2^26 multiply-adds do (16 per
+    # element): a large kernel, for which the host gives its team back; 64x256 @ 256x512 (a small
+    # MLP's, 2^23) and 8x8 @ 8x8 are below it.
     out = script_output(
         """
         import torch
         from torch_vdev import _testing as t
         torch.set_num_threads(2)
-        a, b = torch.randn(64, 256, device="vdev"), torch.randn(256, 512, device="vdev")
+        a, b = torch.randn(256, 512, device="vdev"), torch.randn(512, 512, device="vdev")
+        m, n = torch.randn(64, 256, device="vdev"), torch.randn(256, 512, device="vdev")
         s, u = torch.randn(8, 8, device="vdev"), torch.randn(8, 8, device="vdev")
         r0 = t.host_team_releases()
         s @ u
+        m @ n
         r1 = t.host_team_releases()
         a @ b
         r2 = t.host_team_releases()
@@ -318,8 +328,8 @@ def test_a_forked_child_uses_the_device_without_hanging_on_the_parents_openmp_te
             return "hung"
 
         def large_work():
-            x = torch.ones(1 << 20, device="vdev")
-            assert (x * 2).sum().item() == float(2 << 20)
+            x = torch.ones(1 << 22, device="vdev")
+            assert (x * 2).sum().item() == float(2 << 22)
 
         torch.set_num_threads(2)
         torch.ones(1 << 22).sum()  # the parent's OpenMP team

@@ -4,12 +4,14 @@
 // The policy (docs/architecture.md, "Cores"): a kernel whose size hint (TaskTag::elements: the
 // most elements of one tensor it touches; for a matrix product or a convolution its multiply-adds
 // / kMultiplyAddsPerElement if more, see executor/launch_plan.h and ops/conv.cpp) reaches
-// kLargeTaskElements gets every core; a smaller one gets the cores minus one while every host
-// thread runs, so that the host thread, which runs ahead queueing work, keeps a core, and every
-// core if it starts while a host thread waits for the device (runtime/machine_load.h's
-// host_waiters: then the host needs none) and reaches kParallelTaskElements. All are capped by the
-// queueing thread's torch.get_num_threads(), and shared among the stream workers running tasks at
-// the moment one starts. VDEV_DEVICE_THREADS overrides it: a fixed count (capped the same way).
+// kLargeTaskElements (milliseconds of work: the host thread that queued it will wait for it, or
+// for what comes after it, before it ends) gets every core; a smaller one gets the cores minus one
+// while every host thread runs, so that the host thread, which runs ahead queueing work, keeps a
+// core, and every core if it starts while a host thread waits for the device
+// (runtime/machine_load.h's host_waiters: then the host needs none) and reaches
+// kParallelTaskElements. All are capped by the queueing thread's torch.get_num_threads(), and
+// shared among the stream workers running tasks at the moment one starts. VDEV_DEVICE_THREADS
+// overrides it: a fixed count (capped the same way).
 //
 // Why the host's idle team is released (release_host_team): libgomp spins ~300,000 pauses
 // (milliseconds) at each barrier, unless the process's pooled OpenMP threads outnumber the
@@ -33,8 +35,14 @@
 
 namespace vdev::backend {
 
-// A kernel whose size hint reaches this gets every core.
-inline constexpr std::uint64_t kLargeTaskElements = std::uint64_t{1} << 18;
+// A kernel whose size hint reaches this gets every core, whatever the host threads do: a few
+// milliseconds of work on one core (4M elements of an element-wise kernel, 64M multiply-adds of a
+// matrix product: 256x512 by 512x512). Below it a kernel that starts while the host runs leaves
+// the host its core: measured on two cores, paired in one process, with 2^18 here the host
+// thread, sharing its core with the kernel's team and the team's spinning helper, queued more
+// slowly than the device computed, and the device idled between its kernels (the compiled MLP's
+// 64x512 by 512x512 products, 2^20; a small CNN's convolutions, 2^21). See docs/architecture.md.
+inline constexpr std::uint64_t kLargeTaskElements = std::uint64_t{1} << 22;
 
 // A smaller kernel whose size hint reaches this (ATen's grain size, below which its parallel
 // loops run on one thread) gets every core while a host thread waits for the device.
