@@ -1,4 +1,5 @@
-"""torch.compile benchmarks (issue 14), each against a baseline measured in the same run.
+"""torch.compile benchmarks (issue 14), each against a baseline measured in the same run, the
+cases alternating repeat by repeat.
 
 - a compiled training step (forward, backward, SGD step) of an MLP and of a small Transformer
   encoder on vdev, against the same model compiled on CPU (target: within 1.1x). Both devices run
@@ -24,10 +25,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 import torch._inductor.config as inductor_config  # noqa: E402
 import torch.nn as nn  # noqa: E402
-from bench_ops import ratio, timed  # noqa: E402
+from bench_ops import ratio  # noqa: E402
 
 import torch_vdev  # noqa: E402
-from timing import at_most, cache_line_round_trip_ns, emit, environment, parse_args  # noqa: E402
+from timing import (  # noqa: E402
+    at_most,
+    cache_line_round_trip_ns,
+    emit,
+    environment,
+    min_median,
+    parse_args,
+    settle,
+)
 
 
 def mlp() -> tuple[nn.Module, torch.Tensor]:
@@ -76,7 +85,7 @@ def trainer(model: nn.Module, batch: torch.Tensor, device: str, compiled: bool, 
 def main() -> int:
     args = parse_args()
     round_trip_before = cache_line_round_trip_ns()
-    reps = 3 if args.quick else 7
+    reps = 3 if args.quick else 15
     steps = 5 if args.quick else 20
     inductor_config.force_disable_caches = True  # compile times without Inductor's disk caches
     torch.manual_seed(0)
@@ -88,13 +97,26 @@ def main() -> int:
         device_threads = min(host_threads, torch_vdev._C._device_threads())
         cases = (("cpu", True, host_threads), ("vdev", True, host_threads),
                  ("vdev", False, host_threads), ("cpu", True, device_threads))  # fmt: skip
-        for device, compiled, threads in cases:
+        for case in cases:
+            device, compiled, threads = case
             torch.set_num_threads(threads)  # before compiling: kernels hold their thread count
-            first_call, run = trainer(model, batch, device, compiled, steps)
+            first_call, runs[case] = trainer(model, batch, device, compiled, steps)
             if compiled:
                 torch._dynamo.reset()
                 compile_ms.setdefault(device, first_call())
-            runs[(device, compiled, threads)] = timed(run, reps)
+        samples = {case: [] for case in cases}
+        # Alternating case by case, repeat by repeat, so that the machine's drift (its speed
+        # moves by 2x within minutes on the shared machines this runs on) hits every case alike;
+        # the first round is the warm-up (it also compiles again what the resets above dropped).
+        for rep in range(reps + 1):
+            for case in cases:
+                torch.set_num_threads(case[2])
+                settle()
+                t0 = time.perf_counter()
+                runs[case]()
+                if rep > 0:
+                    samples[case].append(time.perf_counter() - t0)
+        runs = {case: min_median([t * 1e3 for t in samples[case]], "ms", 3) for case in cases}
         torch.set_num_threads(host_threads)
         cpu, vdev = runs[("cpu", True, host_threads)], runs[("vdev", True, host_threads)]
         eager, cpu_same = runs[("vdev", False, host_threads)], runs[("cpu", True, device_threads)]

@@ -38,6 +38,7 @@ from timing import (  # noqa: E402
     environment,
     min_median,
     parse_args,
+    settle,
 )
 
 MiB = 1 << 20
@@ -161,16 +162,6 @@ class Side:
         t0 = time.perf_counter()
         self.runs[case]()
         return (time.perf_counter() - t0) * 1e3
-
-
-def settle(seconds: float = 0.03) -> None:
-    """Waits before a timed run until the other process's OpenMP threads, which spin for about
-    9 ms (measured) after their last parallel region (libgomp's default spin count), have
-    parked. Busy, not asleep: an idle virtual CPU is slow to come back (measured: a 100 ms sleep
-    before the small-operator loop made both sides 1.5x slower)."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 def cpu_child() -> None:

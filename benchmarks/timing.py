@@ -98,6 +98,16 @@ def environment() -> dict:
     }
 
 
+def settle(seconds: float = 0.03) -> None:
+    """Waits before a timed run until the other process's OpenMP threads, which spin for about
+    9 ms (measured) after their last parallel region (libgomp's default spin count), have
+    parked. Busy, not asleep: an idle virtual CPU is slow to come back (measured: a 100 ms sleep
+    before the small-operator loop made both sides 1.5x slower)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 def cache_line_round_trip_ns() -> float:
     """How long a cache line takes to another core and back, now (median of 3 x 200,000 hand-offs
     between two threads). Every task the host hands a stream worker costs a few such trips, and on
