@@ -17,6 +17,7 @@ cases alternating repeat by repeat.
 
 import copy
 import os
+import subprocess
 import sys
 import time
 
@@ -82,65 +83,124 @@ def trainer(model: nn.Module, batch: torch.Tensor, device: str, compiled: bool, 
     return first_call_ms, run
 
 
+MODELS = {"mlp": mlp, "transformer": transformer}
+
+
+class Side:
+    """The trainers of one process, keyed by (model, device, compiled, threads)."""
+
+    def __init__(self, steps: int):
+        self.steps, self.runs = steps, {}
+
+    def first_call_ms(self, key: tuple) -> float:
+        """Makes the trainer of `key` and times its first call (for a compiled one: tracing,
+        Inductor, C++ compilation)."""
+        name, device, compiled, threads = key
+        torch.manual_seed(0)  # the same model on both sides
+        model, batch = MODELS[name]()
+        torch.set_num_threads(threads)  # before compiling: kernels hold their thread count
+        first_call, self.runs[key] = trainer(model, batch, device, compiled, self.steps)
+        if compiled:
+            torch._dynamo.reset()
+        return first_call()
+
+    def once_ms(self, key: tuple) -> float:
+        torch.set_num_threads(key[3])
+        settle()
+        t0 = time.perf_counter()
+        self.runs[key]()
+        return (time.perf_counter() - t0) * 1e3
+
+
+def cpu_child(steps: int) -> None:
+    """The CPU side, in its own process (no vdev work in it, so that libgomp's spin throttle is as
+    a CPU-only program has it): answers "first|once model threads" lines with milliseconds."""
+    inductor_config.force_disable_caches = True
+    side = Side(steps)
+    for line in sys.stdin:
+        what, name, threads = line.split()
+        key = (name, "cpu", True, int(threads))
+        print(side.first_call_ms(key) if what == "first" else side.once_ms(key), flush=True)
+
+
 def main() -> int:
+    steps = 5 if "--quick" in sys.argv else 20
+    if "--cpu-child" in sys.argv:
+        cpu_child(steps)
+        return 0
     args = parse_args()
     round_trip_before = cache_line_round_trip_ns()
     reps = 3 if args.quick else 15
-    steps = 5 if args.quick else 20
     inductor_config.force_disable_caches = True  # compile times without Inductor's disk caches
-    torch.manual_seed(0)
+    child = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--cpu-child"] + ["--quick"] * args.quick,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+    def on_cpu(what: str, name: str, threads: int) -> float:
+        child.stdin.write(f"{what} {name} {threads}\n")
+        child.stdin.flush()
+        return float(child.stdout.readline())
+
+    vdev = Side(steps)
+    host_threads = torch.get_num_threads()
+    device_threads = min(host_threads, torch_vdev._C._device_threads())
     results, targets = {}, {}
-    for name, make in (("mlp", mlp), ("transformer", transformer)):
-        model, batch = make()
-        runs, compile_ms = {}, {}
-        host_threads = torch.get_num_threads()
-        device_threads = min(host_threads, torch_vdev._C._device_threads())
-        cases = (("cpu", True, host_threads), ("vdev", True, host_threads),
-                 ("vdev", False, host_threads), ("cpu", True, device_threads))  # fmt: skip
-        for case in cases:
-            device, compiled, threads = case
-            torch.set_num_threads(threads)  # before compiling: kernels hold their thread count
-            first_call, runs[case] = trainer(model, batch, device, compiled, steps)
-            if compiled:
-                torch._dynamo.reset()
-                compile_ms.setdefault(device, first_call())
-        samples = {case: [] for case in cases}
-        # Alternating case by case, repeat by repeat, so that the machine's drift (its speed
-        # moves by 2x within minutes on the shared machines this runs on) hits every case alike;
-        # the first round is the warm-up (it also compiles again what the resets above dropped).
-        for rep in range(reps + 1):
-            for case in cases:
-                torch.set_num_threads(case[2])
-                settle()
-                t0 = time.perf_counter()
-                runs[case]()
-                if rep > 0:
-                    samples[case].append(time.perf_counter() - t0)
-        runs = {case: min_median([t * 1e3 for t in samples[case]], "ms", 3) for case in cases}
-        torch.set_num_threads(host_threads)
-        cpu, vdev = runs[("cpu", True, host_threads)], runs[("vdev", True, host_threads)]
-        eager, cpu_same = runs[("vdev", False, host_threads)], runs[("cpu", True, device_threads)]
-        results[f"{name}_compiled_train_step"] = {
-            "cpu_ms_per_step": round(cpu["median_ms"] / steps, 3),
-            "vdev_ms_per_step": round(vdev["median_ms"] / steps, 3),
-            **ratio(vdev, cpu),
-        }
-        results[f"{name}_compiled_train_step_same_threads"] = {
-            "threads": device_threads,
-            "cpu_ms_per_step": round(cpu_same["median_ms"] / steps, 3),
-            "vdev_ms_per_step": round(vdev["median_ms"] / steps, 3),
-            **ratio(vdev, cpu_same),
-        }
-        results[f"{name}_first_compiled_call_ms"] = compile_ms
-        results[f"{name}_vdev_compiled_vs_eager"] = {
-            "eager_ms_per_step": round(eager["median_ms"] / steps, 3),
-            "compiled_ms_per_step": round(vdev["median_ms"] / steps, 3),
-            **ratio(vdev, eager),
-        }
-        targets[f"{name}_compiled_train_step"] = at_most(
-            1.1, results[f"{name}_compiled_train_step"]["ratio_median"]
-        )
+    try:
+        for name in MODELS:
+            # CPU compiled with the host's threads and with those of vdev's small kernels (the
+            # same compute threads on both sides); vdev compiled and eager.
+            cases = (("cpu", host_threads), ("vdev", True), ("vdev", False),
+                     ("cpu", device_threads))  # fmt: skip
+
+            compile_ms = {
+                "cpu": round(on_cpu("first", name, host_threads), 1),
+                "vdev": round(vdev.first_call_ms((name, "vdev", True, host_threads)), 1),
+            }
+            on_cpu("first", name, device_threads)
+            vdev.first_call_ms((name, "vdev", False, host_threads))
+            samples = [[] for _ in cases]  # by index: the two CPU cases may be one thread count
+            # Alternating case by case, repeat by repeat, so that the machine's drift (its speed
+            # moved 2x between two runs of seven repeats each) hits every case alike; the first
+            # round is the warm-up (it also compiles again what a later reset dropped).
+            for rep in range(reps + 1):
+                for i, case in enumerate(cases):
+                    ms = (
+                        on_cpu("once", name, case[1])
+                        if case[0] == "cpu"
+                        else vdev.once_ms((name, "vdev", case[1], host_threads))
+                    )
+                    if rep > 0:
+                        samples[i].append(ms)
+            cpu, vdev_compiled, eager, cpu_same = (min_median(t, "ms", 3) for t in samples)
+            results[f"{name}_compiled_train_step"] = {
+                "cpu_ms_per_step": round(cpu["median_ms"] / steps, 3),
+                "vdev_ms_per_step": round(vdev_compiled["median_ms"] / steps, 3),
+                **ratio(vdev_compiled, cpu),
+            }
+            results[f"{name}_compiled_train_step_same_threads"] = {
+                "threads": device_threads,
+                "cpu_ms_per_step": round(cpu_same["median_ms"] / steps, 3),
+                "vdev_ms_per_step": round(vdev_compiled["median_ms"] / steps, 3),
+                **ratio(vdev_compiled, cpu_same),
+            }
+            results[f"{name}_first_compiled_call_ms"] = compile_ms
+            results[f"{name}_vdev_compiled_vs_eager"] = {
+                "eager_ms_per_step": round(eager["median_ms"] / steps, 3),
+                "compiled_ms_per_step": round(vdev_compiled["median_ms"] / steps, 3),
+                **ratio(vdev_compiled, eager),
+            }
+            targets[f"{name}_compiled_train_step"] = at_most(
+                1.1, results[f"{name}_compiled_train_step"]["ratio_median"]
+            )
+    finally:
+        child.stdin.close()
+        child.wait()
+    torch.set_num_threads(host_threads)
     env = environment()
+    env["cpu_baseline"] = (
+        "CPU PyTorch compiled in a child process (no vdev work in it), alternating"
+    )
     env["cache_line_round_trip_ns"] = {
         "before": round_trip_before,
         "after": cache_line_round_trip_ns(),
