@@ -112,39 +112,47 @@ class Side:
         return (time.perf_counter() - t0) * 1e3
 
 
-def cpu_child(steps: int) -> None:
-    """The CPU side, in its own process (no vdev work in it, so that libgomp's spin throttle is as
-    a CPU-only program has it): answers "first|once model threads" lines with milliseconds."""
+def cpu_child(steps: int, threads: int) -> None:
+    """The CPU side for one thread count, in its own process (no vdev work in it, so that
+    libgomp's spin throttle is as a CPU-only program has it): answers "first|once model" lines with
+    milliseconds. One process per count: after a torch._dynamo.reset, a model compiled for one
+    count would reuse the code another count's copy compiled (their guards match), and Inductor
+    writes the count into its kernels."""
     inductor_config.force_disable_caches = True
     side = Side(steps)
     for line in sys.stdin:
-        what, name, threads = line.split()
-        key = (name, "cpu", True, int(threads))
+        what, name = line.split()
+        key = (name, "cpu", True, threads)
         print(side.first_call_ms(key) if what == "first" else side.once_ms(key), flush=True)
 
 
 def main() -> int:
-    steps = 5 if "--quick" in sys.argv else 20
-    if "--cpu-child" in sys.argv:
-        cpu_child(steps)
+    if len(sys.argv) == 4 and sys.argv[1] == "--cpu-child":
+        cpu_child(int(sys.argv[2]), int(sys.argv[3]))
         return 0
     args = parse_args()
     round_trip_before = cache_line_round_trip_ns()
-    reps = 3 if args.quick else 15
+    reps, steps = (3, 5) if args.quick else (15, 20)
     inductor_config.force_disable_caches = True  # compile times without Inductor's disk caches
-    child = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--cpu-child"] + ["--quick"] * args.quick,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    host_threads = torch.get_num_threads()
+    device_threads = min(host_threads, torch_vdev._C._device_threads())
+    children = {
+        threads: subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "--cpu-child", str(steps), str(threads)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for threads in {host_threads, device_threads}
+    }
 
     def on_cpu(what: str, name: str, threads: int) -> float:
-        child.stdin.write(f"{what} {name} {threads}\n")
+        child = children[threads]
+        child.stdin.write(f"{what} {name}\n")
         child.stdin.flush()
         return float(child.stdout.readline())
 
     vdev = Side(steps)
-    host_threads = torch.get_num_threads()
-    device_threads = min(host_threads, torch_vdev._C._device_threads())
     results, targets = {}, {}
     try:
         for name in MODELS:
@@ -157,12 +165,13 @@ def main() -> int:
                 "cpu": round(on_cpu("first", name, host_threads), 1),
                 "vdev": round(vdev.first_call_ms((name, "vdev", True, host_threads)), 1),
             }
-            on_cpu("first", name, device_threads)
+            if device_threads != host_threads:
+                on_cpu("first", name, device_threads)
             vdev.first_call_ms((name, "vdev", False, host_threads))
             samples = [[] for _ in cases]  # by index: the two CPU cases may be one thread count
             # Alternating case by case, repeat by repeat, so that the machine's drift (its speed
             # moved 2x between two runs of seven repeats each) hits every case alike; the first
-            # round is the warm-up (it also compiles again what a later reset dropped).
+            # round is the warm-up.
             for rep in range(reps + 1):
                 for i, case in enumerate(cases):
                     ms = (
@@ -194,8 +203,9 @@ def main() -> int:
                 1.1, results[f"{name}_compiled_train_step"]["ratio_median"]
             )
     finally:
-        child.stdin.close()
-        child.wait()
+        for child in children.values():
+            child.stdin.close()
+            child.wait()
     torch.set_num_threads(host_threads)
     env = environment()
     env["cpu_baseline"] = (

@@ -41,7 +41,8 @@ namespace vdev::backend {
 // the host its core: measured on two cores, paired in one process, with 2^18 here the host
 // thread, sharing its core with the kernel's team and the team's spinning helper, queued more
 // slowly than the device computed, and the device idled between its kernels (the compiled MLP's
-// 64x512 by 512x512 products, 2^20; a small CNN's convolutions, 2^21). See docs/architecture.md.
+// 64x512 by 512x512 products, 2^20; a small CNN's forward convolutions, 2^21, whose backward
+// ones reach 2^22). See docs/architecture.md.
 inline constexpr std::uint64_t kLargeTaskElements = std::uint64_t{1} << 22;
 
 // A smaller kernel whose size hint reaches this (ATen's grain size, below which its parallel
