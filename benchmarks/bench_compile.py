@@ -2,7 +2,8 @@
 cases alternating repeat by repeat.
 
 - a compiled training step (forward, backward, SGD step) of an MLP and of a small Transformer
-  encoder on vdev, against the same model compiled on CPU (target: within 1.1x). Both devices run
+  encoder on vdev, against the same model compiled on CPU in a child process with no vdev work
+  in it, one per thread count (target: within 1.1x). Both devices run
   Inductor's C++ kernels; on vdev they are queued on the stream and the host runs ahead, on CPU
   they run on the calling thread;
 - the time of the first compiled call (tracing, Inductor, C++ compilation; Inductor's caches off)
@@ -115,9 +116,9 @@ class Side:
 def cpu_child(steps: int, threads: int) -> None:
     """The CPU side for one thread count, in its own process (no vdev work in it, so that
     libgomp's spin throttle is as a CPU-only program has it): answers "first|once model" lines with
-    milliseconds. One process per count: after a torch._dynamo.reset, a model compiled for one
-    count would reuse the code another count's copy compiled (their guards match), and Inductor
-    writes the count into its kernels."""
+    milliseconds. One process per count: Inductor writes the count into its kernels, and each
+    process compiles only for its own (no reliance on what a torch._dynamo.reset makes compile
+    again, and under which count)."""
     inductor_config.force_disable_caches = True
     side = Side(steps)
     for line in sys.stdin:
