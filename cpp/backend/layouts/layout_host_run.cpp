@@ -25,10 +25,11 @@ void sanitize_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack
                    std::size_t first) {
   std::vector<TensorUse> uses;
   for (std::size_t i = first; i < stack.size(); ++i) {
-    const Access access = argument_access(op, stack, first, i - first);
+    const std::optional<Access> access = argument_access(op, stack, first, i - first);
+    if (!access) continue;
     for_each_tensor(stack[i], [&](const at::Tensor& t) {
       if (!is_vdev_tensor(t)) return;
-      for (at::Tensor& m : dense_members(t)) uses.push_back({std::move(m), access});
+      for (at::Tensor& m : dense_members(t)) uses.push_back({std::move(m), *access});
     });
   }
   sanitize_host_access(intern_task_name(op.schema().name()), uses);

@@ -70,12 +70,16 @@
 #include "backend/common/schema_arguments.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
+#include "backend/common/task.h"
 #include "backend/common/vdev_device.h"
 #include "backend/executor/enqueue.h"
 #include "backend/executor/express.h"
 #include "backend/executor/host_run.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
+#include "backend/sanitizer/operator_uses.h"
+#include "backend/sanitizer/settings.h"
+#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
@@ -117,6 +121,15 @@ void run_synchronously(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   if (device) sync_current_stream(*device);
   check_before_cpu_lapack(op, *stack);
   const QuietSynchronizations quiet;  // its copies to and from the host were just noted with it
+  // The sanitizer judges the call by its operator's rules, not by the copies that reach CPU's
+  // kernel (which copy out= arguments in as if they were read).
+  std::optional<CheckedHostCall> checked;
+  if (C10_UNLIKELY(sanitizing_accesses())) {
+    const std::size_t first = stack->size() - op.schema().arguments().size();
+    sanitize_host_access(intern_task_name(op.schema().name()),
+                         operator_uses(op, *stack, first, {}));
+    checked.emplace();
+  }
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 

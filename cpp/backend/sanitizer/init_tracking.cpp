@@ -49,13 +49,13 @@ void InitTracking::mark(Allocation& a, ByteRange r) {
 std::optional<InitFinding> InitTracking::check_and_mark(
     const TaskNote& task, const std::vector<Access>& access,
     const std::vector<std::vector<ByteRange>>& ranges, const std::vector<bool>& approximate,
-    bool raises) {
+    bool raises, std::uint64_t unchecked_from) {
   std::optional<InitFinding> finding;
   for (std::uint32_t t = 0; t < ranges.size() && !finding; ++t) {
     if (access[t] == Access::kWrite || approximate[t]) continue;
     const TensorNote& n = task.tensors[t];
     Allocation* a = n.allocation == 0 ? nullptr : find(n.allocation);
-    if (a == nullptr) continue;
+    if (a == nullptr || (unchecked_from != 0 && a->id >= unchecked_from)) continue;
     for (const ByteRange& r : ranges[t]) {
       if (auto at = first_unwritten(*a, r)) {
         finding = InitFinding{t, *at, a->bytes, a->id, a->stack};

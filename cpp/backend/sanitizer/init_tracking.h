@@ -38,10 +38,12 @@ class InitTracking {
                  std::shared_ptr<RecordedStack> stack);
   void freed(std::uintptr_t at);
   // Checks the reads of a task, then marks its writes (not when a read is reported and the tool
-  // raises: the task is then not queued).
+  // raises: the task is then not queued). Reads of allocations numbered `unchecked_from` or later
+  // are not checked (0: all are; composite_scopes.h).
   std::optional<InitFinding> check_and_mark(const TaskNote& task, const std::vector<Access>& access,
                                             const std::vector<std::vector<ByteRange>>& ranges,
-                                            const std::vector<bool>& approximate, bool raises);
+                                            const std::vector<bool>& approximate, bool raises,
+                                            std::uint64_t unchecked_from = 0);
   // Bytes written on the host outside any operator (a storage resize keeping its old bytes).
   void mark_written(std::uintptr_t at, std::size_t bytes);
   void clear() { allocations_.clear(); }

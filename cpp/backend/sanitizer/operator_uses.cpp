@@ -1,9 +1,12 @@
 #include "backend/sanitizer/operator_uses.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "backend/common/schema_arguments.h"
 #include "backend/common/tensor_args.h"
@@ -14,7 +17,7 @@ namespace {
 // In-place operators whose written first argument is overwritten, not read (wholly, or in the
 // places they write: a partial write counts as initialising, a missed uninitialised read rather
 // than a false one).
-bool overwrites_self(const c10::OperatorHandle& op) {
+bool overwrites_self(const std::string& name) {
   static const std::unordered_set<std::string_view> kNames = {
       "aten::fill_",       "aten::zero_",          "aten::normal_",        "aten::uniform_",
       "aten::random_",     "aten::exponential_",   "aten::geometric_",     "aten::log_normal_",
@@ -22,7 +25,7 @@ bool overwrites_self(const c10::OperatorHandle& op) {
       "aten::index_fill_", "aten::index_copy_",    "aten::masked_fill_",   "aten::masked_scatter_",
       "aten::put_",        "aten::fill_diagonal_", "aten::_foreach_zero_", "aten::_foreach_copy_",
       "aten::set_",        "aten::copy_",          "aten::_foreach_fill_"};
-  return kNames.count(op.schema().name()) != 0;
+  return kNames.count(name) != 0;
 }
 
 // scatter_reduce_ and index_reduce_ with include_self=False replace, not read, self's values in
@@ -36,29 +39,102 @@ bool reduces_without_self(const c10::OperatorHandle& op, const torch::jit::Stack
   return i && stack[first + *i].isBool() && !stack[first + *i].toBool();
 }
 
-Access access_of(const c10::Argument& arg, bool overwrite, bool first_argument) {
-  if (!is_written(arg)) return Access::kRead;
-  return (arg.kwarg_only() || (overwrite && first_argument)) ? Access::kWrite : Access::kReadWrite;
+// The value of the call's argument `name`, if the schema has it.
+const c10::IValue* argument_named(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                  std::size_t first, const char* name) {
+  const std::optional<int> i = op.schema().argumentIndexWithName(name);
+  return i ? &stack[first + *i] : nullptr;
+}
+
+// The BLAS-style products (self * beta + product): with beta == 0 self is not read ("If beta is
+// 0, then input will be ignored, and nan and inf in it will not be propagated", the documentation
+// of each; CPU's and CUDA's kernels zero or overwrite the result instead of scaling it). ATen's
+// own mv and matmul of a batch by a vector call addmv_ on a fresh torch.empty with beta=0.
+bool ignores_self(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                  std::size_t first) {
+  static const std::unordered_set<std::string_view> kNames = {
+      "aten::addmm", "aten::addmm_", "aten::addmv",   "aten::addmv_",  "aten::addr",
+      "aten::addr_", "aten::addbmm", "aten::addbmm_", "aten::baddbmm", "aten::baddbmm_"};
+  if (kNames.count(op.schema().name()) == 0) return false;
+  const c10::IValue* beta = argument_named(op, stack, first, "beta");
+  if (beta == nullptr || !beta->isScalar()) return false;
+  const c10::Scalar b = beta->toScalar();
+  return b.isComplex() ? b.toComplexDouble() == c10::complex<double>(0, 0) : b.toDouble() == 0;
+}
+
+// Written positional arguments that the operator only writes (every element), by name; the
+// condition, when there is one, is a bool argument that must be true.
+struct WriteOnly {
+  std::vector<std::string_view> arguments;
+  const char* when = nullptr;
+};
+// - _cummax_helper / _cummin_helper: CPU's cummax and cummin (and their out= forms) write their
+//   values and indices through these helpers (aten/src/ATen/native/ReduceOps.cpp);
+// - rrelu_with_noise: in training every element of noise is drawn (1 where the input is
+//   positive); out of training noise is not touched (RReLU's kernels in Activation.cpp);
+// - _fused_sgd_: its first step sets the momentum buffers to the gradients
+//   (FusedSGDKernel.cpp, `is_first_step`), as SGD's momentum_buffer_list starts as empty_like.
+bool is_write_only(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
+                   const c10::Argument& arg) {
+  static const std::unordered_map<std::string_view, WriteOnly> kTable = {
+      {"aten::_cummax_helper", {{"values", "indices"}}},
+      {"aten::_cummin_helper", {{"values", "indices"}}},
+      {"aten::rrelu_with_noise", {{"noise"}, "training"}},
+      {"aten::rrelu_with_noise_", {{"noise"}, "training"}},
+      {"aten::_fused_sgd_", {{"momentum_buffer_list"}, "is_first_step"}},
+  };
+  auto it = kTable.find(op.schema().name());
+  if (it == kTable.end()) return false;
+  const auto& names = it->second.arguments;
+  if (std::find(names.begin(), names.end(), arg.name()) == names.end()) return false;
+  if (it->second.when == nullptr) return true;
+  const c10::IValue* when = argument_named(op, stack, first, it->second.when);
+  return when != nullptr && when->isBool() && when->toBool();
+}
+
+// rrelu_with_noise out of training does not touch noise at all.
+bool untouched(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
+               const c10::Argument& arg) {
+  const std::string& name = op.schema().name();
+  if ((name != "aten::rrelu_with_noise" && name != "aten::rrelu_with_noise_") ||
+      arg.name() != "noise") {
+    return false;
+  }
+  const c10::IValue* training = argument_named(op, stack, first, "training");
+  return training != nullptr && training->isBool() && !training->toBool();
 }
 
 }  // namespace
 
-Access argument_access(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                       std::size_t first, std::size_t i) {
-  const bool overwrite = overwrites_self(op) || reduces_without_self(op, stack, first);
-  return access_of(op.schema().arguments()[i], overwrite, i == 0);
+std::optional<Access> argument_access(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                      std::size_t first, std::size_t i) {
+  const c10::Argument& arg = op.schema().arguments()[i];
+  const bool self = i == 0;
+  if (self && ignores_self(op, stack, first)) {
+    // Not read; an in-place form still writes every element.
+    if (is_written(arg)) return Access::kWrite;
+    return std::nullopt;
+  }
+  if (untouched(op, stack, first, arg)) return std::nullopt;
+  if (!is_written(arg)) return Access::kRead;
+  if (arg.kwarg_only() || is_write_only(op, stack, first, arg)) return Access::kWrite;
+  const std::string& name = op.schema().name();
+  if (self && (overwrites_self(name) || reduces_without_self(op, stack, first))) {
+    return Access::kWrite;
+  }
+  return Access::kReadWrite;
 }
 
 std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                                      std::size_t first,
                                      const std::vector<const c10::IValue*>& fresh) {
   std::vector<TensorUse> uses;
-  const auto& args = op.schema().arguments();
-  const bool overwrite = overwrites_self(op) || reduces_without_self(op, stack, first);
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const Access access = access_of(args[i], overwrite, i == 0);
+  const std::size_t nargs = op.schema().arguments().size();
+  for (std::size_t i = 0; i < nargs; ++i) {
+    const std::optional<Access> access = argument_access(op, stack, first, i);
+    if (!access) continue;
     for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
-      if (t.defined()) uses.push_back({t, access});
+      if (t.defined()) uses.push_back({t, *access});
     });
   }
   for (const c10::IValue* v : fresh) {

@@ -8,6 +8,7 @@
 
 #include "backend/common/vdev_device.h"
 #include "backend/memory/host_allocator.h"
+#include "backend/sanitizer/composite_scopes.h"
 #include "backend/sanitizer/findings.h"
 #include "backend/sanitizer/init_tracking.h"
 #include "backend/sanitizer/race_report.h"
@@ -48,6 +49,10 @@ State& state() {
 }
 
 std::shared_ptr<RecordedStack> gather_stack() { return RecordedStack::gather(); }
+
+// CheckedHostCall's flag: the reads of host accesses on this thread belong to a call checked as a
+// whole.
+thread_local bool t_in_checked_host_call = false;
 
 // Device memory and pinned host memory are tracked; pageable host memory is the host's alone.
 bool tracked(const at::Tensor& t) {
@@ -133,6 +138,7 @@ void check_and_record(Prepared& p, Begin&& begin,
   const bool streams = sanitizing_streams();
   const bool init = sanitizing_init();
   const bool raises = !sanitizer_warns();
+  const std::uint64_t unchecked_from = init ? unchecked_allocations_from() : 0;
   std::optional<RaceReportInput> race;
   std::optional<InitFinding> uninitialized;
   std::shared_ptr<const TaskNote> uninitialized_task = p.note;
@@ -140,11 +146,12 @@ void check_and_record(Prepared& p, Begin&& begin,
     std::lock_guard<std::mutex> lock(st.mu);
     fill_allocation_ids(st, *p.note);
     if (init && init_steps == nullptr) {
-      uninitialized = st.init.check_and_mark(*p.note, p.access, p.ranges, p.approximate, raises);
+      uninitialized = st.init.check_and_mark(*p.note, p.access, p.ranges, p.approximate, raises,
+                                             unchecked_from);
     } else if (init) {
       for (const Prepared& step : *init_steps) {
-        uninitialized =
-            st.init.check_and_mark(*step.note, step.access, step.ranges, step.approximate, raises);
+        uninitialized = st.init.check_and_mark(*step.note, step.access, step.ranges,
+                                               step.approximate, raises, unchecked_from);
         if (uninitialized) {
           uninitialized_task = step.note;
           break;
@@ -185,8 +192,20 @@ void sanitize_queued(vdev::rt::Stream& stream, const char* op, c10::ArrayRef<Ten
   check_and_record(p, [&](hb::Clock& clock) { return hb::begin_stream_task(stream, clock); });
 }
 
+CheckedHostCall::CheckedHostCall() : outer_(t_in_checked_host_call) {
+  t_in_checked_host_call = true;
+}
+CheckedHostCall::~CheckedHostCall() { t_in_checked_host_call = outer_; }
+
 void sanitize_host_access(const char* op, c10::ArrayRef<TensorUse> uses) {
   if (vdev::rt::in_bad_fork()) return;  // a forked child uses no device: nothing to order
+  std::vector<TensorUse> writes;
+  if (t_in_checked_host_call) {
+    for (const TensorUse& u : uses) {
+      if (u.access != Access::kRead) writes.push_back(u);
+    }
+    uses = writes;
+  }
   Prepared p = prepare(op, -1, -1, uses);
   if (p.note == nullptr) return;
   check_and_record(p, [](hb::Clock& clock) { return hb::begin_host_access(clock); });
@@ -298,6 +317,12 @@ void forget_sanitizer_state() {
   st.shadow.clear();
   st.captures.clear();
   st.init.clear();
+}
+
+std::uint64_t sanitizer_next_allocation_id() {
+  State& st = state();
+  std::lock_guard<std::mutex> lock(st.mu);
+  return st.next_allocation;
 }
 
 std::size_t sanitizer_shadow_cells() {

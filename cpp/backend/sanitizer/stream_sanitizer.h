@@ -54,6 +54,24 @@ inline void sanitize_task(vdev::rt::Stream& stream, const char* op,
 // Work done now on the calling thread, after whatever synchronization it did.
 VDEV_BACKEND_API void sanitize_host_access(const char* op, c10::ArrayRef<TensorUse> uses);
 
+// While alive on a thread: the synchronous call running there was checked as a whole, by its
+// operator's rules (sanitize_host_access with operator_uses.h's uses), and the host accesses it
+// makes to reach CPU's kernel are its own. at::native::cpu_fallback copies every tensor argument
+// to the host first, out= arguments included, and the written ones back: those copies' reads are
+// not checked again (an out= argument's copy-in reads bytes the kernel only writes, which the
+// call's rules know and a copy cannot), their writes still are (and mark bytes written).
+// Thread rules: a thread-local flag; the scope lives on the dispatching thread for one call.
+class VDEV_BACKEND_API CheckedHostCall {
+ public:
+  CheckedHostCall();
+  ~CheckedHostCall();
+  CheckedHostCall(const CheckedHostCall&) = delete;
+  CheckedHostCall& operator=(const CheckedHostCall&) = delete;
+
+ private:
+  bool outer_;
+};
+
 // Graph capture and replay: what streams capturing `capture_id` queued is replayed by
 // sanitize_replay as one task of the replaying stream.
 VDEV_BACKEND_API void sanitize_replay(vdev::rt::Stream& stream, std::uint64_t capture_id);
@@ -73,6 +91,9 @@ void sanitizer_host_wrote(void* ptr, std::size_t bytes);
 
 // Drops every record (the tools were switched off, or on afresh).
 void forget_sanitizer_state();
+
+// The id the next allocation will get (composite_scopes.h).
+std::uint64_t sanitizer_next_allocation_id();
 
 // For tests and benchmarks: cells in the shadow memory, allocations tracked.
 VDEV_BACKEND_API std::size_t sanitizer_shadow_cells();

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "backend/sanitizer/allocation_events.h"
+#include "backend/sanitizer/composite_scopes.h"
 #include "backend/sanitizer/host_operators.h"
 #include "backend/sanitizer/settings.h"
 #include "backend/sanitizer/stream_sanitizer.h"
@@ -23,6 +24,7 @@ void set_sanitizer_flags(unsigned flags) {
   }
   vdev::rt::hb::set_tracking((flags & vdev::rt::kSanitizeStreams) != 0);
   watch_host_operators((flags & vdev::rt::kSanitizeStreams) != 0);
+  watch_composites((flags & vdev::rt::kSanitizeInit) != 0);
   set_allocation_observer(flags != 0 ? &sanitizer_allocation_observer() : nullptr);
   detail::g_sanitizer_flags.store(flags, std::memory_order_relaxed);
 }
