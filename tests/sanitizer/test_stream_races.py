@@ -347,6 +347,7 @@ def test_the_earlier_stack_of_another_python_thread_is_in_the_report_while_it_is
 
     x = torch.empty(1000, device=DEV)
     side = [torch.vdev.Stream(), torch.vdev.Stream()]
+    queued = threading.Event()  # A has queued its write (its stack is pending)
     inside = threading.Event()  # A is symbolizing its batch
     reported = threading.Event()  # B has its report
     messages: list[str] = []
@@ -354,7 +355,8 @@ def test_the_earlier_stack_of_another_python_thread_is_in_the_report_while_it_is
 
     def symbolizer_hook(filename, lineno):
         # torch's symbolizer asks this for every frame: hold thread A inside it, batch taken.
-        if threading.current_thread().name == "writer" and not inside.is_set():
+        # (Not a flush at A's own gather before the write: a gc may have asked for one.)
+        if threading.current_thread().name == "writer" and queued.is_set() and not inside.is_set():
             inside.set()
             assert reported.wait(60), "thread B never reported"
         return None
@@ -362,6 +364,7 @@ def test_the_earlier_stack_of_another_python_thread_is_in_the_report_while_it_is
     def writer_queues_a_fill():
         with torch.vdev.stream(side[0]):
             x.fill_(1)
+        queued.set()
         torch.vdev.sanitizer._C._sanitizer_symbolize_stacks()
 
     def reader():
