@@ -12,6 +12,17 @@ namespace nb = nanobind;
 namespace vdev::bindings {
 namespace {
 
+// torch.distributed.DistBackendError (torch._C._DistBackendError, a RuntimeError), as torch's
+// own bindings raise c10::DistBackendError; RuntimeError where torch has no distributed support.
+void set_dist_backend_error(const char* what) {
+  const nb::object c = nb::module_::import_("torch._C");
+  if (nb::hasattr(c, "_DistBackendError")) {
+    PyErr_SetString(c.attr("_DistBackendError").ptr(), what);
+  } else {
+    PyErr_SetString(PyExc_RuntimeError, what);
+  }
+}
+
 void translate_c10_error(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
@@ -26,12 +37,16 @@ void translate_c10_error(const std::exception_ptr& p, void*) {
   } catch (const c10::OutOfMemoryError& e) {
     const nb::object oom = nb::module_::import_("torch").attr("OutOfMemoryError");
     PyErr_SetString(oom.ptr(), e.what_without_backtrace());
+  } catch (const c10::DistBackendError& e) {
+    set_dist_backend_error(e.what_without_backtrace());
   } catch (const c10::Error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
   } catch (const rt::NotImplemented& e) {  // a queued kernel's NotImplementedError
     PyErr_SetString(PyExc_NotImplementedError, e.what());
   } catch (const rt::TypeMismatch& e) {  // a queued kernel's TypeError
     PyErr_SetString(PyExc_TypeError, e.what());
+  } catch (const rt::CommFailure& e) {  // a failed collective, seen through a stream
+    set_dist_backend_error(e.what());
   }
 }
 

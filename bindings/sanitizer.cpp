@@ -47,6 +47,7 @@ void bind_sanitizer(nb::module_& m) {
   m.def("_sanitizer_shadow_cells", &backend::sanitizer_shadow_cells);
   m.def("_sanitizer_symbolize_stacks", &backend::symbolize_pending_stacks);
   m.def("_sanitizer_release_stacks_soon", &backend::release_stacks_soon);
+  m.def("_sanitizer_hide_outer_frames", &backend::hide_outer_frames);
 }
 
 }  // namespace vdev::bindings

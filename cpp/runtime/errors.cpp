@@ -11,6 +11,8 @@ ErrorKind current_error_kind() noexcept {
     return ErrorKind::kNotImplemented;
   } catch (const TypeMismatch&) {
     return ErrorKind::kType;
+  } catch (const CommFailure&) {
+    return ErrorKind::kComm;
   } catch (const std::out_of_range&) {
     return ErrorKind::kIndex;
   } catch (const std::invalid_argument&) {
@@ -28,6 +30,8 @@ void throw_error(ErrorKind kind, const std::string& message) {
       throw NotImplemented(message);
     case ErrorKind::kType:
       throw TypeMismatch(message);
+    case ErrorKind::kComm:
+      throw CommFailure(message);
     case ErrorKind::kIndex:
       throw std::out_of_range(message);
     case ErrorKind::kValue:

@@ -5,6 +5,7 @@
 //   std::invalid_argument -> ValueError     (a value of the right type that is not allowed)
 //   std::out_of_range     -> IndexError     (an index outside the valid range)
 //   vdev::rt::OutOfMemory -> torch.OutOfMemoryError
+//   vdev::rt::CommFailure -> torch.distributed.DistBackendError (a collective failed)
 //   std::runtime_error    -> RuntimeError   (configuration and state errors)
 // Messages name the runtime function and the offending value, and the valid range where there is
 // one: "[set_device] device index 5 out of range: 2 vdev devices (0..1)".
@@ -37,10 +38,25 @@ class VDEV_RT_API TypeMismatch : public std::runtime_error {  // Python's TypeEr
  public:
   using std::runtime_error::runtime_error;
 };
+// A collective (or point-to-point operation) that failed or timed out on its communication
+// stream: it keeps its kind through events and stream waits, so that every place the failure
+// surfaces raises torch.distributed.DistBackendError, as NCCL's watchdog does.
+class VDEV_RT_API CommFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // What kind of exception a failed task threw: kept with its message so it is rethrown as the
 // same type on the host.
-enum class ErrorKind { kRuntime, kIndex, kValue, kNotImplemented, kType, kOutOfMemory };
+enum class ErrorKind {
+  kRuntime,
+  kIndex,
+  kValue,
+  kNotImplemented,
+  kType,
+  kOutOfMemory,
+  kComm,
+};
 
 // The kind of the exception in flight (call from a catch block).
 VDEV_RT_API ErrorKind current_error_kind() noexcept;

@@ -430,11 +430,25 @@ def dist_fault(rank: int, ws: int) -> dict:
     out: dict = {"done": []}
     x = torch.ones(4, device=dev)
     for i in range(1, 5):
-        res = _failing_all_reduce(x)
-        if res["error"] is None:
+        start = time.monotonic()
+        work = None
+        try:
+            # Work.wait() makes the current stream wait for the collective; reading x then
+            # synchronizes: the failure reaches the host through the stream's event wait.
+            work = dist.all_reduce(x, async_op=True)
+            work.wait()
+            x.cpu()
+            error = None
+        except Exception as e:  # noqa: BLE001
+            error = _error(e)
+        if error is None:
             out["done"].append(i)
             continue
-        out.update(failed=i, failure=res["error"], seconds=res["seconds"])
+        out.update(failed=i, failure=error, seconds=time.monotonic() - start)
+        # The failed collective's Work raises the same failure when waited on again.
+        out["work_wait"] = _outcome(work.wait) if work is not None else "no work"
+        # The device's synchronize (the comm stream's error, on this thread).
+        out["device_sync"] = _outcome(lambda: None)
         out["after"] = _outcome(lambda: dist.all_reduce(x))  # the group is broken for good
         if os.environ.get("FAULT_TEST_NEW_GROUP") != "1":
             break

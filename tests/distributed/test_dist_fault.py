@@ -33,8 +33,10 @@ def test_abort_exits_that_rank_at_its_nth_collective_and_the_peer_fails_at_once(
     res = survivor.result
     assert survivor.returncode == 0, survivor.stderr[-3000:]
     assert res["done"] == [1, 2] and res["failed"] == 3, res
-    # Gloo's error for a peer gone (the connection closed), not a timeout: well within it.
-    assert res["failure"].startswith("RuntimeError") and "c10d::allreduce" in res["failure"]
+    # Gloo's error for a peer gone (the connection closed), not a timeout: well within it. As
+    # NCCL's watchdog raises a failed collective: DistBackendError, naming the collective.
+    assert res["failure"].startswith("DistBackendError") and "c10d::allreduce" in res["failure"]
+    assert res["work_wait"].startswith("DistBackendError: vccl c10d::allreduce: "), res
     assert "Timed out" not in res["failure"], res["failure"]
     assert res["seconds"] < TIMEOUT, res
     # As after any failure, the group refuses its next collective at the call.
@@ -57,6 +59,12 @@ def test_hang_times_out_on_every_rank_and_a_new_group_works(tmp_path):
         assert TIMEOUT * 0.9 <= res["seconds"] < TIMEOUT * 4, res
         assert res["after"].startswith("DistBackendError") and "failed earlier" in res["after"]
         assert res["new_group"] == [3.0, 3.0]  # 1 + 2: the healthy group sums both ranks
+        # As NCCL's timeout path: DistBackendError wherever the failure reaches the program: at
+        # the stream that waited for the collective (here), at Work.wait() ...
+        assert res["failure"].startswith("DistBackendError: "), res
+        assert res["work_wait"].startswith("DistBackendError: vccl c10d::allreduce: "), res
+        # ... and at torch.vdev.synchronize(), which finds the comm stream's failure.
+        assert res["device_sync"].startswith("DistBackendError: [c10d::allreduce] vccl "), res
     # The peer: Gloo's timeout error, as a rank that never sends produces it.
     assert re.search(rf"Timed out waiting {TIMEOUT * 1000}ms", peer.result["failure"]), peer.result
     # The hanging rank's own collective fails as a timed-out one, naming the injection.

@@ -317,6 +317,96 @@ def test_a_host_operator_reading_a_pending_device_to_host_copy_is_reported():
     assert torch.vdev.sanitizer.finding_count() == 0
 
 
+def test_a_host_write_into_the_pinned_source_of_a_pending_host_to_device_copy_is_advised_as_such():
+    src = torch.ones(256).pin_memory()
+    with gated(torch.vdev.current_stream()) as gate:
+        dev = src.to(DEV, non_blocking=True)
+        wait_until_blocked(gate)
+        with pytest.warns(UserWarning, match=r"data race: aten::fill_ on the host") as warned:
+            src.fill_(2)  # the copy has not read its source yet
+    torch.vdev.synchronize()
+    message = str(next(w.message for w in warned if "data race" in str(w.message)))
+    assert (
+        "writes a tensor of shape [256], dtype torch.float32, on cpu (pinned host memory" in message
+    )
+    assert "a non_blocking copy to the device has not finished reading" in message
+    assert "record an event after the copy and wait on it" in message
+    assert "before writing the pinned source" in message
+    assert "from the device" not in message  # not the device-to-host advice
+    # What the advice prevents: the copy ran after the write and read the new values.
+    assert dev.sum().item() == 512
+
+
+def test_the_earlier_stack_of_another_python_thread_is_in_the_report_while_it_is_symbolized():
+    """Thread A queues a write; while A turns pending stacks (its own among them) into text, thread
+    B races with that write. B's report must show A's stack, not "no Python frames": B read the
+    stack's text while A held its batch (recorded_stack.h)."""
+    import threading
+
+    import torch._inductor.codecache as codecache
+
+    x = torch.empty(1000, device=DEV)
+    side = [torch.vdev.Stream(), torch.vdev.Stream()]
+    queued = threading.Event()  # A has queued its write (its stack is pending)
+    inside = threading.Event()  # A is symbolizing its batch
+    reported = threading.Event()  # B has its report
+    messages: list[str] = []
+    original = codecache.PyCodeCache.__dict__["stack_frames_for_code"]
+
+    def symbolizer_hook(filename, lineno):
+        # torch's symbolizer asks this for every frame: hold thread A inside it, batch taken.
+        # (Not a flush at A's own gather before the write: a gc may have asked for one.)
+        if threading.current_thread().name == "writer" and queued.is_set() and not inside.is_set():
+            inside.set()
+            assert reported.wait(60), "thread B never reported"
+        return None
+
+    def writer_queues_a_fill():
+        with torch.vdev.stream(side[0]):
+            x.fill_(1)
+        queued.set()
+        torch.vdev.sanitizer._C._sanitizer_symbolize_stacks()
+
+    def reader():
+        assert inside.wait(60), "thread A never symbolized"
+        try:
+            with torch.vdev.stream(side[1]), pytest.raises(StreamRaceError) as raised:
+                x * 2
+            messages.append(str(raised.value))
+        finally:
+            reported.set()
+
+    codecache.PyCodeCache.stack_frames_for_code = staticmethod(symbolizer_hook)
+    try:
+        errors = []
+
+        def run(fn):
+            try:
+                fn()
+            except Exception as e:  # noqa: BLE001 - returned to the test
+                errors.append(e)
+
+        threads = [
+            threading.Thread(target=run, args=(writer_queues_a_fill,), name="writer"),
+            threading.Thread(target=run, args=(reader,), name="reader"),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        codecache.PyCodeCache.stack_frames_for_code = original
+        inside.set()
+        reported.set()
+    assert not errors, errors
+    torch.vdev.synchronize()
+    (message,) = messages
+    earlier, now = message.split("The earlier access was queued at")[1].split("This access")
+    assert "no Python frames" not in earlier, message
+    assert "in writer_queues_a_fill" in earlier, message
+    assert "in reader" in now, message
+
+
 def test_correct_programs_report_nothing_and_compute_what_they_compute_unsanitized():
     def program():
         torch.manual_seed(0)

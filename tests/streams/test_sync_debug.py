@@ -4,6 +4,8 @@ import pytest
 import torch
 from asyncutil import gated, run_bounded, sync_warnings, wait_until_blocked
 
+from conftest import run_python
+
 DEV = "vdev"
 
 
@@ -120,3 +122,52 @@ def test_error_mode_raises_before_waiting_and_loses_nothing():
                 assert run_bounded(call)
         torch.vdev.set_sync_debug_mode("default")
     assert torch.equal(y.cpu(), torch.arange(5.0) * 3)
+
+
+def test_the_first_mul_of_a_process_returns_while_its_stream_is_blocked():
+    """The first call of an operator makes its launch plan (meta kernel, argument check on
+    stand-ins, layout trial, thread policy): none of it may wait for the stream, and in the sync
+    debug mode "error" nothing reports a wait. (Issue 50: the first `x * y` of a process took
+    about 2 s behind queued matmuls. Not a wait: torch's Python meta kernel for aten::mul
+    (torch._refs.mul, registered by torch._meta_registrations) imports torch._dynamo on its first
+    call, about 2 s of host work, longer while the device's work takes the cores; the device
+    still had its matmuls to run when the call returned.)"""
+    r = run_python(
+        """
+        import threading, time
+        import torch
+        from torch_vdev import _testing as rt
+
+        x = torch.ones(4, device="vdev")
+        y = torch.full((4,), 3.0, device="vdev")
+        torch.vdev.synchronize()
+        torch.vdev.set_sync_debug_mode("error")
+        s = torch.vdev.current_stream()
+        gate = rt.Gate()
+        rt.enqueue_gate(s.device_index, s.stream_id, gate)
+        deadline = time.monotonic() + 60  # a bound, not a timing assertion
+        while gate.waiting() < 1:
+            assert time.monotonic() < deadline, "the worker never reached the gate"
+            time.sleep(0.0005)
+        out, errors = [], []
+        returned = threading.Event()
+
+        def first_mul():
+            try:
+                out.append(x * y)  # the process's first mul, queued behind the closed gate
+                out.append(torch.vdev.current_stream().query())
+            except BaseException as e:
+                errors.append(repr(e))
+            returned.set()
+
+        threading.Thread(target=first_mul, daemon=True).start()
+        print("RETURNED" if returned.wait(300) else "BLOCKED", errors, out[1:])
+        gate.open()
+        torch.vdev.synchronize()
+        torch.vdev.set_sync_debug_mode("default")
+        print("VALUES", out[0].tolist() if out else None)
+        """
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "RETURNED [] [False]" in r.stdout, r.stdout + r.stderr  # pending: the gate held it
+    assert "VALUES [3.0, 3.0, 3.0, 3.0]" in r.stdout, r.stdout

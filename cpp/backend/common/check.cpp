@@ -19,6 +19,8 @@ void rethrow_as_torch_error() {
     TORCH_CHECK_NOT_IMPLEMENTED(false, e.what());
   } catch (const vdev::rt::TypeMismatch& e) {
     TORCH_CHECK_TYPE(false, e.what());
+  } catch (const vdev::rt::CommFailure& e) {
+    C10_THROW_ERROR(DistBackendError, e.what());
   } catch (const std::out_of_range& e) {
     TORCH_CHECK_INDEX(false, e.what());
   } catch (const std::invalid_argument& e) {
@@ -42,6 +44,8 @@ void rethrow_as_runtime_error() {
     throw vdev::rt::NotImplemented(e.what_without_backtrace());
   } catch (const c10::TypeError& e) {
     throw vdev::rt::TypeMismatch(e.what_without_backtrace());
+  } catch (const c10::DistBackendError& e) {
+    throw vdev::rt::CommFailure(e.what_without_backtrace());
   } catch (const c10::Error& e) {
     throw std::runtime_error(e.what_without_backtrace());
   }

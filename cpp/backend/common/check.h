@@ -5,7 +5,8 @@
 //   std::out_of_range -> c10::IndexError (IndexError), std::invalid_argument -> c10::ValueError
 //   (ValueError), vdev::rt::OutOfMemory -> c10::OutOfMemoryError (torch.OutOfMemoryError), any
 //   vdev::rt::NotImplemented -> c10::NotImplementedError, vdev::rt::TypeMismatch -> c10::TypeError,
-//   other std::exception -> c10::Error (RuntimeError). The runtime message is kept unchanged.
+//   vdev::rt::CommFailure -> c10::DistBackendError, other std::exception -> c10::Error
+//   (RuntimeError). The runtime message is kept unchanged.
 //
 // Thread rules: stateless.
 #pragma once
@@ -23,7 +24,8 @@ namespace vdev::backend {
 // The other direction, for a task failing on a stream worker: the c10 error in flight becomes the
 // runtime exception of the same kind (c10::IndexError -> std::out_of_range, ValueError ->
 // std::invalid_argument, NotImplementedError -> rt::NotImplemented, TypeError ->
-// rt::TypeMismatch, OutOfMemoryError -> rt::OutOfMemory, others -> std::runtime_error), with the
+// rt::TypeMismatch, OutOfMemoryError -> rt::OutOfMemory, DistBackendError -> rt::CommFailure,
+// others -> std::runtime_error), with the
 // message and without the C++ backtrace, so the host raises the Python type the kernel raised.
 [[noreturn]] VDEV_BACKEND_API void rethrow_as_runtime_error();
 

@@ -367,10 +367,15 @@ void CommBackend::abort() {
   gloo_->abort();
 }
 
-void CommBackend::fail(CommOutcome& outcome, Failure& failure, const std::exception_ptr& e) {
+void CommBackend::fail(CommOutcome& outcome, Failure& failure, const std::exception_ptr& e,
+                       const char* name) {
   std::string what = "unknown error";
+  bool ours = false;  // already a DistBackendError naming the collective (vccl's own)
   try {
     std::rethrow_exception(e);
+  } catch (const c10::DistBackendError& err) {
+    what = err.what_without_backtrace();
+    ours = true;
   } catch (const c10::Error& err) {
     what = err.what_without_backtrace();
   } catch (const std::exception& err) {
@@ -380,12 +385,24 @@ void CommBackend::fail(CommOutcome& outcome, Failure& failure, const std::except
   {
     std::lock_guard<std::mutex> lock(failure.mu);
     if (!failure.failed.load()) {
-      failure.first = std::move(what);
+      failure.first = what;
       failure.failed.store(true);
     }
   }
+  // NCCL's WorkNCCL raises every failed or timed-out collective as DistBackendError
+  // (C10_THROW_ERROR(DistBackendError, ...) in ProcessGroupNCCL.cpp); Gloo raises plain errors.
+  std::exception_ptr raised = e;
+  if (!ours) {
+    try {
+      const std::string prefix = c10::str("vccl ", name, ": ");
+      C10_THROW_ERROR(DistBackendError, what.rfind(prefix, 0) == 0 ? what : prefix + what);
+    } catch (...) {
+      raised = std::current_exception();
+    }
+  }
   // Last: whoever sees the Work fail also finds the group broken.
-  outcome.finish(e);
+  outcome.finish(raised);
+  std::rethrow_exception(raised);
 }
 
 void CommBackend::throw_failed(Failure& failure, const char* name) {
@@ -565,8 +582,7 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_locked(std::vector<Pending> op
           }
           outcome->finish(nullptr);
         } catch (...) {
-          fail(*outcome, *failure, std::current_exception());
-          throw;
+          fail(*outcome, *failure, std::current_exception(), name);
         }
       },
       tag);
@@ -610,13 +626,12 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
           auto lists = make_aliases(op.args);
           *posted = op.launch(*gloo, lists);  // posts the send or receive; does not wait
         } catch (...) {
-          fail(*outcome, *failure, std::current_exception());
-          throw;
+          fail(*outcome, *failure, std::current_exception(), name);
         }
       },
       tag);
   order_after(p2p, comm);  // the p2p stream waits for the posting
-  enqueue_task(p2p, name, [outcome, posted, failure = failure_]() {
+  enqueue_task(p2p, name, [outcome, posted, failure = failure_, name]() {
     if (!*posted) return;  // posting failed: the comm stream and the Work report it
     try {
       (*posted)->wait();
@@ -624,8 +639,7 @@ c10::intrusive_ptr<c10d::Work> CommBackend::queue_p2p_locked(Pending op, c10d::O
       outcome->finish(nullptr);
     } catch (...) {
       posted->reset();
-      fail(*outcome, *failure, std::current_exception());
-      throw;
+      fail(*outcome, *failure, std::current_exception(), name);
     }
   });
   return work_after_locked(p2p, type, std::move(outcome), std::move(outputs), false);

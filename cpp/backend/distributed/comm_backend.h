@@ -44,12 +44,13 @@
 //
 // Errors in flight (a peer that dies, a timeout, mismatched calls) fail the task within Gloo's
 // timeout: the Work reports it, and the streams that waited for the collective carry it to their
-// next synchronize. The group is then broken for good, as an NCCL communicator is after an error:
-// every later collective of the group raises DistBackendError at the call, naming the first
-// failure. (Without this, the comm stream's kept error would be thrown at the next collective's
-// queueing on one rank but not on another that had synchronized it away: the ranks would fall out
-// of step and the healthy one wait for the whole timeout.) Nothing else on the device is touched;
-// a new group works.
+// next synchronize, as DistBackendError wherever it surfaces (NCCL's watchdog's type; the
+// runtime keeps the kind through events: rt::CommFailure). The group is then broken for good, as an
+// NCCL communicator is after an error: every later collective of the group raises DistBackendError
+// at the call, naming the first failure. (Without this, the comm stream's kept error would be
+// thrown at the next collective's queueing on one rank but not on another that had synchronized it
+// away: the ranks would fall out of step and the healthy one wait for the whole timeout.) Nothing
+// else on the device is touched; a new group works.
 //
 // An injected fault (VDEV_DIST_FAULT, backend/distributed/dist_fault.h) is taken as a collective
 // is queued; the task runs the fault instead of the collective.
@@ -191,8 +192,12 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
     std::string first;  // guarded by mu
   };
   void check_not_failed(const char* name) const;
-  // A task's failure: its Work reports it, and the group is broken from now on.
-  static void fail(CommOutcome& outcome, Failure& failure, const std::exception_ptr& e);
+  // A task's failure: its Work reports it, and the group is broken from now on. Throws it as
+  // DistBackendError naming the collective (as NCCL's watchdog ends a failed or timed-out
+  // collective), whatever Gloo threw, so that Work.wait(), the streams that waited for it and
+  // a synchronize all raise torch.distributed.DistBackendError.
+  [[noreturn]] static void fail(CommOutcome& outcome, Failure& failure, const std::exception_ptr& e,
+                                const char* name);
   [[noreturn]] static void throw_failed(Failure& failure, const char* name);
 
   const c10::intrusive_ptr<c10d::Backend> gloo_;

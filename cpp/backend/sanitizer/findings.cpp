@@ -5,6 +5,7 @@
 #include <atomic>
 #include <mutex>
 
+#include "backend/sanitizer/findings_file.h"
 #include "backend/sanitizer/settings.h"
 
 namespace vdev::backend {
@@ -40,6 +41,7 @@ void report_finding(FindingKind kind, const std::string& message) {
     ++k.count;
     if (k.findings.size() < kMaxKeptFindings) k.findings.push_back({kind, message});
   }
+  append_finding_to_file(kind, message);  // for python -m torch_vdev.sanitize (findings_file.h)
   if (sanitizer_warns() || t_force_warnings) {
     TORCH_WARN(message);
     return;

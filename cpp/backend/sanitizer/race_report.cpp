@@ -80,9 +80,18 @@ std::string format_race_report(const RaceReportInput& race) {
       << ") while that use was pending and handed out again (allocation #" << mine.allocation_id
       << "): the freed tensor needed Tensor.record_stream(" << where(then)
       << ") (or its stream waited for that work before freeing it).";
+  } else if (now.device < 0 && theirs.allocation == 0 && theirs.write) {
+    // Device to host: the pinned destination is not written yet when the call returns.
+    o << " The host " << (mine.write ? "writes" : "reads")
+      << " pinned memory that a non_blocking copy from the device has not finished writing: "
+         "synchronize (the stream, or an event recorded after the copy) before using it.";
   } else if (now.device < 0 && theirs.allocation == 0) {
-    o << " The host reads pinned memory that a non_blocking copy from the device has not finished "
-         "writing: synchronize (the stream, or an event recorded after the copy) before using it.";
+    // Host to device: the copy reads its pinned source when the stream reaches it, not at the
+    // call (CUDA's cudaMemcpyAsync: the source must stay unchanged until the copy completes).
+    o << " The host writes pinned memory that a non_blocking copy to the device has not finished "
+         "reading: the copy reads its source when its stream runs it, not at the call. "
+         "Synchronize the stream, or record an event after the copy and wait on it "
+         "(Event.synchronize), before writing the pinned source.";
   } else {
     o << " Make " << where(now) << " wait for the earlier work (Stream.wait_stream, or "
       << "Stream.wait_event on an event recorded after it) before this call.";

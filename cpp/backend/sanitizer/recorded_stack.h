@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "backend/common/export.h"
 
@@ -31,13 +32,23 @@ class RecordedStack {
 
  private:
   friend void symbolize_pending_stacks();
+  friend void symbolize_batch(const std::vector<std::shared_ptr<RecordedStack>>& live,
+                              std::vector<std::shared_ptr<c10::GatheredContext>> frames);
   std::mutex mu_;
   std::shared_ptr<c10::GatheredContext> frames_;  // guarded by mu_; null once symbolized
   std::string text_;                              // guarded by mu_
 };
 
+// Frames of these files are left out of a stack's text while they are its outermost ones: a
+// runner's own frames (python -m torch_vdev.sanitize and runpy's), so that stacks begin at the
+// user's script. Replaces the set given before; thread-safe.
+VDEV_BACKEND_API void hide_outer_frames(std::vector<std::string> filenames);
+
 // Turns every pending stack into text, releasing its code objects.
 VDEV_BACKEND_API void symbolize_pending_stacks();
+// Turns `live` (with their frames, taken under their locks) into text.
+void symbolize_batch(const std::vector<std::shared_ptr<RecordedStack>>& live,
+                     std::vector<std::shared_ptr<c10::GatheredContext>> frames);
 // Makes the next gather do it first (lock-free; for the gc callback).
 VDEV_BACKEND_API void release_stacks_soon() noexcept;
 

@@ -1,0 +1,79 @@
+#include "backend/sanitizer/findings_file.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace vdev::backend {
+namespace {
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
+          out += buf;
+        } else {
+          out += c;  // UTF-8 bytes pass through: JSON text is UTF-8
+        }
+    }
+  }
+  return out + "\"";
+}
+
+struct FileState {
+  std::mutex mu;
+  pid_t pid = 0;            // guarded by mu: the process the count belongs to (fork resets it)
+  std::size_t written = 0;  // guarded by mu
+};
+
+FileState& file_state() {
+  static auto* s = new FileState;  // leaked: findings may be reported during interpreter teardown
+  return *s;
+}
+
+}  // namespace
+
+void append_finding_to_file(FindingKind kind, const std::string& message) {
+  const char* dir = std::getenv("VDEV_SANITIZER_FINDINGS_DIR");
+  if (dir == nullptr || *dir == '\0') return;
+  try {
+    FileState& st = file_state();
+    std::lock_guard<std::mutex> lock(st.mu);
+    const pid_t pid = ::getpid();
+    if (st.pid != pid) {  // a forked child starts its own file and count
+      st.pid = pid;
+      st.written = 0;
+    }
+    std::string line = "{\"kind\": " + std::to_string(static_cast<int>(kind));
+    if (st.written < kMaxKeptFindings) line += ", \"message\": " + json_string(message);
+    line += "}\n";
+    const std::string path =
+        std::string(dir) + "/findings-" + std::to_string(static_cast<long long>(pid)) + ".jsonl";
+    if (std::FILE* f = std::fopen(path.c_str(), "a")) {
+      std::fwrite(line.data(), 1, line.size(), f);
+      std::fclose(f);
+      ++st.written;
+    }
+  } catch (...) {  // out of memory: the report itself goes on
+  }
+}
+
+}  // namespace vdev::backend
