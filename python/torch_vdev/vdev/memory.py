@@ -159,11 +159,11 @@ class inject_oom:
     def __init__(self, after: int) -> None:
         if isinstance(after, bool) or not isinstance(after, int):
             raise TypeError(f"inject_oom: after must be an int, got {type(after).__name__}")
-        if after < 0:
+        if not 0 <= after <= 2**63 - 1:  # VDEV_OOM_AFTER's range (an int64_t below)
             raise ValueError(
                 f"inject_oom: after={after} is not valid: expected the number of device "
-                "allocations that succeed before the injected out-of-memory error, an integer "
-                ">= 0"
+                f"allocations that succeed before the injected out-of-memory error, an integer "
+                f"in 0..{2**63 - 1}"
             )
         self.after = after
         self.fired = False
