@@ -12,8 +12,8 @@ type, that the message names the variable or the profile file (and the field), t
 valid range, that the error comes at every use, and that the child exits normally (no crash)."""
 
 import json
-import os
 import re
+from pathlib import Path
 
 import torch
 
@@ -366,9 +366,13 @@ def test_vdev_activity_is_supported_while_vdev_is_available():
     assert torch.profiler.ProfilerActivity.PrivateUse1 in supported
 
 
-def test_the_table_covers_every_variable_the_runtime_reads():
-    """A new VDEV_* variable gets its rows above."""
-    root = os.path.join(os.path.dirname(__file__), "..", "..")
-    with open(os.path.join(root, "cpp", "runtime", "config.cpp")) as f:
-        read = set(re.findall(r'getenv\("(VDEV_[A-Z_]+)"\)', f.read()))
+def test_the_table_covers_every_variable_vdev_reads():
+    """A new VDEV_* variable gets its rows above: every one the C++ layers (getenv) or the Python
+    package (os.environ, os.getenv) name is in the table."""
+    root = Path(__file__).resolve().parents[2]
+    read = set()
+    for path in [*root.joinpath("cpp").rglob("*.cpp"), *root.joinpath("python").rglob("*.py")]:
+        text = path.read_text()
+        read |= set(re.findall(r'getenv\(\s*"(VDEV_[A-Z_]+)"', text))
+        read |= set(re.findall(r'environ(?:\.get\(|\[)\s*"(VDEV_[A-Z_]+)"', text))
     assert read == {variable for variable, _, _ in ENV_CASES}
