@@ -40,6 +40,13 @@ bool parse_unsigned(const std::string& digits, unsigned long long* out) {
   return true;
 }
 
+// Digits only (an integer without sign): what parse_unsigned refuses for this alone is too large.
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isdigit(static_cast<unsigned char>(c));
+  });
+}
+
 // Whether `bytes` of address space can be reserved now (no memory is committed: PROT_NONE,
 // MAP_NORESERVE), the way the arenas reserve theirs (runtime/arena.h).
 bool can_reserve(unsigned long long bytes) {
@@ -53,8 +60,10 @@ bool can_reserve(unsigned long long bytes) {
 
 // Every device reserves two views of its memory (runtime/arena.h): a size the machine cannot
 // map would report the devices available and then fail every allocation, so it is refused here,
-// naming the largest size that fits (found by bisection over reservations).
-void check_address_space(const Config& c) {
+// naming the largest size that fits (found by bisection over reservations). `source` names where
+// the size came from (VDEV_DEVICE_MEMORY, the profile's "memory", or vdev's default), so that the
+// message blames what the user set; `hint` ends the message.
+void check_address_space(const Config& c, const std::string& source, const std::string& hint) {
   constexpr unsigned long long kGranule = 2ULL << 20;  // the arenas' 2 MiB granularity
   const unsigned long long views = 2ULL * static_cast<unsigned long long>(c.device_count);
   const unsigned long long max_granules =
@@ -69,10 +78,10 @@ void check_address_space(const Config& c) {
   }
   // What fits moves a little from one process to the next (address-space layout): the size named
   // keeps an eighth in hand, so that it works when used.
-  fail<std::invalid_argument>("config", "VDEV_DEVICE_MEMORY of ", c.device_memory,
+  fail<std::invalid_argument>("config", source, " of ", c.device_memory,
                               " bytes is more than this machine can reserve for ", c.device_count,
                               " device(s), two views of each device's memory: at most ",
-                              (fits * kGranule / 8 * 7) >> 30, " GiB per device");
+                              (fits * kGranule / 8 * 7) >> 30, " GiB per device", hint);
 }
 
 // An integer in 1..max; the error names the variable, the value, what it counts and the range.
@@ -100,16 +109,23 @@ const Loaded& loaded() {
       if (const char* v = std::getenv("VDEV_DEVICE_COUNT")) {
         l.config.device_count = parse_device_count(v, "VDEV_DEVICE_COUNT");
       }
+      // Where the device memory comes from, as the address-space check names it.
+      std::string memory_source = "the default device memory";
+      std::string memory_hint = " (set VDEV_DEVICE_MEMORY to change it)";
       if (const char* v = std::getenv("VDEV_PROFILE")) {
         l.config.profile = load_profile(v);
         const std::string& memory = l.config.profile.memory;
         if (!memory.empty()) {
           const std::string what = "VDEV_PROFILE='" + l.config.profile.id + "': \"memory\"";
           l.config.device_memory = parse_memory_size(memory, what.c_str());
+          memory_source = what;
+          memory_hint = " (VDEV_DEVICE_MEMORY, if set, wins over the profile's memory)";
         }
       }
       if (const char* v = std::getenv("VDEV_DEVICE_MEMORY")) {  // wins over the profile's
         l.config.device_memory = parse_memory_size(v, "VDEV_DEVICE_MEMORY");
+        memory_source = "VDEV_DEVICE_MEMORY";
+        memory_hint.clear();
       }
       if (const char* v = std::getenv("VDEV_LAUNCH_BLOCKING")) {
         const std::string s = trim(v);
@@ -132,7 +148,7 @@ const Loaded& loaded() {
       if (const char* v = std::getenv("VDEV_DIST_FAULT"); v != nullptr && !trim(v).empty()) {
         l.config.dist_fault = parse_dist_fault(v, "VDEV_DIST_FAULT");
       }
-      check_address_space(l.config);
+      check_address_space(l.config, memory_source, memory_hint);
     } catch (const std::exception& e) {
       l.error = e.what();
     }
@@ -207,13 +223,21 @@ std::size_t parse_memory_size(const std::string& text, const char* what) {
     unit_ok = unit_ok && (rest.empty() || rest == "B" || rest == "IB");
   }
   unsigned long long v = 0;
-  const bool ok = unit_ok && parse_unsigned(t.substr(0, i), &v) && v > 0 &&
-                  v <= (std::numeric_limits<unsigned long long>::max() >> shift);
-  if (!ok) {
+  const std::string digits = t.substr(0, i);
+  const bool parsed = unit_ok && parse_unsigned(digits, &v) && v > 0;
+  const bool fits = v <= (std::numeric_limits<unsigned long long>::max() >> shift);
+  // A size too large for 64 bits is a valid form out of range: say so, not that it is malformed.
+  if (unit_ok && all_digits(digits) && digits.find_first_not_of('0') != std::string::npos &&
+      !(parsed && fits)) {
+    fail<std::invalid_argument>("config", what, "='", text,
+                                "' is out of range: a memory size is at most 2^64-1 bytes (16 "
+                                "EiB), and no more than this machine can reserve");
+  }
+  if (!parsed) {
     fail<std::invalid_argument>(
         "config", what, "='", text,
-        "' is not a valid memory size: expected a positive number of bytes, optionally with a "
-        "unit K, M, G or T (binary, e.g. 4GiB or 512MiB)");
+        "' is not a valid memory size: expected a positive number of bytes (1 up to 2^64-1), "
+        "optionally with a unit K, M, G or T (binary, e.g. 4GiB or 512MiB)");
   }
   return static_cast<std::size_t>(v << shift);
 }
@@ -223,12 +247,17 @@ int parse_thread_count(const std::string& text, const char* what) {
 }
 
 std::int64_t parse_oom_after(const std::string& text, const char* what) {
+  constexpr auto kMax = static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max());
+  const std::string t = trim(text);
   unsigned long long v = 0;
-  if (!parse_unsigned(trim(text), &v) ||
-      v > static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max())) {
-    fail<std::invalid_argument>("config", what, "='", text,
-                                "' is not valid: expected the number of device allocations that "
-                                "succeed before the injected out-of-memory error, an integer >= 0");
+  const bool parsed = parse_unsigned(t, &v);
+  if (!parsed || v > kMax) {
+    // Digits that do not fit are out of range; anything else (a sign, letters) is malformed.
+    fail<std::invalid_argument>(
+        "config", what, "='", text, all_digits(t) ? "' is out of range" : "' is not valid",
+        ": expected the number of device allocations that succeed before the injected "
+        "out-of-memory error, an integer in 0..",
+        kMax);
   }
   return static_cast<std::int64_t>(v);
 }
@@ -236,8 +265,8 @@ std::int64_t parse_oom_after(const std::string& text, const char* what) {
 DistFault parse_dist_fault(const std::string& text, const char* what) {
   const auto bad = [&](const std::string& why) {
     fail<std::invalid_argument>("config", what, "='", text, "' is not valid: ", why,
-                                "; expected RANK:N:MODE, e.g. 1:3:abort (RANK an integer >= 0, "
-                                "N an integer >= 1, MODE abort or hang)");
+                                "; expected RANK:N:MODE, e.g. 1:3:abort (RANK an integer in 0..",
+                                kMaxRank, ", N an integer >= 1, MODE abort or hang)");
   };
   const std::string t = trim(text);
   const std::size_t a = t.find(':');
@@ -249,9 +278,11 @@ DistFault parse_dist_fault(const std::string& text, const char* what) {
   if (!parse_unsigned(rank, &r) || r > static_cast<unsigned long long>(kMaxRank)) {
     bad("the rank '" + rank + "' is not an integer in 0.." + std::to_string(kMaxRank));
   }
-  if (!parse_unsigned(nth, &n) || n < 1 ||
-      n > static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max())) {
-    bad("N '" + nth + "' is not an integer >= 1 (the rank's N-th collective, counted from 1)");
+  constexpr auto kMaxNth =
+      static_cast<unsigned long long>(std::numeric_limits<std::int64_t>::max());
+  if (!parse_unsigned(nth, &n) || n < 1 || n > kMaxNth) {
+    bad("N '" + nth + "' is not an integer in 1.." + std::to_string(kMaxNth) +
+        " (the rank's N-th collective, counted from 1)");
   }
   DistFaultMode m = DistFaultMode::kAbort;
   if (mode == "hang") {

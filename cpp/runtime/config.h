@@ -17,16 +17,19 @@
 //   VDEV_SANITIZER      the bug finders on from the start (backend/sanitizer/): a comma-separated
 //                       list of streams, init, poison, and warn (report and go on instead of
 //                       raising); empty or unset: none
-//   VDEV_OOM_AFTER      N, an integer >= 0: the device allocation after the first N raises out of
-//                       memory, once (the backend's caching allocator arms Fault::kDeviceAlloc
-//                       with it, runtime/fault_injection.h); unset or empty: none
+//   VDEV_OOM_AFTER      N, an integer in 0..2^63-1: the device allocation after the first N raises
+//                       out of memory, once (the backend's caching allocator arms
+//                       Fault::kDeviceAlloc with it, runtime/fault_injection.h); unset or empty:
+//                       none
 //   VDEV_DIST_FAULT     RANK:N:abort|hang: the N-th collective (counted from 1) of the process of
 //                       global rank RANK exits the process (abort) or never arrives (hang); the
 //                       backend's collectives backend acts on it; unset or empty: none
 //
 // The environment is read on the first call to config() and never again. A malformed value does
 // not throw at load time: config() throws std::runtime_error naming the variable and the value on
-// every call, so that import stays safe and the first real use reports the cause.
+// every call, so that import stays safe and the first real use reports the cause. Every message
+// names the variable (for a profile's field, VDEV_PROFILE, the file and the field) and what is
+// valid; bytes that are not UTF-8 in a value are shown as \xNN (runtime/errors.h).
 //
 // Thread rules: config() is safe to call from any thread (function-local static initialisation).
 #pragma once
@@ -92,9 +95,9 @@ VDEV_RT_API std::size_t parse_memory_size(const std::string& text, const char* w
 VDEV_RT_API int parse_thread_count(const std::string& text, const char* what);
 // "streams,init" -> SanitizerFlag bits; an unknown name throws naming it and the valid ones.
 VDEV_RT_API unsigned parse_sanitizer_flags(const std::string& text, const char* what);
-// VDEV_OOM_AFTER: an integer >= 0.
+// VDEV_OOM_AFTER: an integer in 0..2^63-1 (more is "out of range", not malformed).
 VDEV_RT_API std::int64_t parse_oom_after(const std::string& text, const char* what);
-// VDEV_DIST_FAULT: RANK:N:MODE, RANK an integer >= 0, N an integer >= 1, MODE abort or hang.
+// VDEV_DIST_FAULT: RANK:N:MODE, RANK an integer in 0..2^31-1, N in 1..2^63-1, MODE abort or hang.
 VDEV_RT_API DistFault parse_dist_fault(const std::string& text, const char* what);
 
 // device_threads when VDEV_DEVICE_THREADS is unset: the CPUs in this process's affinity mask

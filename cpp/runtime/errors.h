@@ -8,11 +8,15 @@
 //   vdev::rt::CommFailure -> torch.distributed.DistBackendError (a collective failed)
 //   std::runtime_error    -> RuntimeError   (configuration and state errors)
 // Messages name the runtime function and the offending value, and the valid range where there is
-// one: "[set_device] device index 5 out of range: 2 vdev devices (0..1)".
+// one: "[set_device] device index 5 out of range: 2 vdev devices (0..1)". A message is valid UTF-8
+// (fail() escapes any other byte as \xNN): the offending value may be bytes from the environment
+// or a file, and Python cannot make a str of invalid UTF-8 (the user would get a bare
+// UnicodeDecodeError instead of the message).
 //
 // Thread rules: stateless; callable from any thread.
 #pragma once
 
+#include <cstddef>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -64,6 +68,13 @@ VDEV_RT_API ErrorKind current_error_kind() noexcept;
 // Throws `message` as an exception of `kind`.
 [[noreturn]] VDEV_RT_API void throw_error(ErrorKind kind, const std::string& message);
 
+// `text` with each byte that is not part of valid UTF-8 written as \xNN (valid UTF-8 unchanged).
+VDEV_RT_API std::string printable_utf8(const std::string& text);
+
+// Whether `text` is valid UTF-8 (RFC 3629: no overlong forms, no surrogates, at most U+10FFFF);
+// if not and `bad_at` is given, the offset of the first byte that is not.
+VDEV_RT_API bool is_valid_utf8(const std::string& text, std::size_t* bad_at = nullptr) noexcept;
+
 namespace detail {
 template <typename... Args>
 std::string cat(const Args&... args) {
@@ -76,7 +87,7 @@ std::string cat(const Args&... args) {
 // Throws E with the message "[fn] args...".
 template <typename E, typename... Args>
 [[noreturn]] void fail(const char* fn, const Args&... args) {
-  throw E(detail::cat("[", fn, "] ", args...));
+  throw E(printable_utf8(detail::cat("[", fn, "] ", args...)));
 }
 
 }  // namespace vdev::rt

@@ -308,6 +308,23 @@ std::string keys() {
   fail<std::invalid_argument>("config", "VDEV_PROFILE='", source, "': \"", key, "\" ", what);
 }
 
+// A string of the profile as UTF-8 text: the device name reaches Python (get_device_name), which
+// cannot decode anything else, so a file saved in another encoding (Latin-1) is refused here,
+// when it is read, not at the first call that returns the name.
+const std::string& utf8_text(const std::string& text, const std::string& source, const char* key) {
+  std::size_t at = 0;
+  if (!is_valid_utf8(text, &at)) {
+    static constexpr char kHex[] = "0123456789ABCDEF";
+    const auto b = static_cast<unsigned char>(text[at]);
+    bad_field(source, key,
+              std::string("is not valid UTF-8 (byte 0x") + kHex[b >> 4] + kHex[b & 0xF] +
+                  " at offset " + std::to_string(at) + " of '" + text +
+                  "'): a profile's strings must be UTF-8 text (save the file as UTF-8, or write "
+                  "the character as a \\u escape)");
+  }
+  return text;
+}
+
 int small_int(const Json& v, const std::string& source, const char* key, int lo, int hi,
               const char* must) {
   if (v.kind != Json::kNumber || !v.integral || v.negative || !v.fits ||
@@ -318,14 +335,21 @@ int small_int(const Json& v, const std::string& source, const char* key, int lo,
   return static_cast<int>(v.magnitude);
 }
 
-std::vector<std::string> names(const Json& v, const std::string& source, const char* key) {
-  if (v.kind != Json::kArray) bad_field(source, key, "must be an array of strings");
+// An array of strings; `must` says what they name when it is not one.
+std::vector<std::string> names(const Json& v, const std::string& source, const char* key,
+                               const std::string& must) {
+  if (v.kind != Json::kArray) bad_field(source, key, must);
   std::vector<std::string> out;
   for (const Json& item : v.items) {
-    if (item.kind != Json::kString) bad_field(source, key, "must be an array of strings");
-    out.push_back(item.text);
+    if (item.kind != Json::kString) bad_field(source, key, must);
+    out.push_back(utf8_text(item.text, source, key));
   }
   return out;
+}
+
+bool blank(const std::string& s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return std::isspace(static_cast<unsigned char>(c)); });
 }
 
 bool is_identifier(const std::string& s) {
@@ -373,7 +397,10 @@ const std::vector<std::string>& profile_dtype_names() {
 }
 
 Profile parse_profile_json(const std::string& text, const std::string& source) {
-  const Json doc = Reader(text, source).document();
+  // A UTF-8 byte-order mark (what some Windows editors write first) is skipped, as Python's json
+  // skips it in bytes (json.loads decodes them as utf-8-sig): it says the file is UTF-8.
+  const bool bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0;
+  const Json doc = Reader(bom ? text.substr(3) : text, source).document();
   if (doc.kind != Json::kObject) {
     fail<std::invalid_argument>("config", "VDEV_PROFILE='", source,
                                 "': a profile is a JSON object with the keys ", keys());
@@ -383,10 +410,10 @@ Profile parse_profile_json(const std::string& text, const std::string& source) {
   bool named = false;
   for (const auto& [key, v] : doc.members) {
     if (key == "name") {
-      if (v.kind != Json::kString || v.text.empty()) {
-        bad_field(source, "name", "must be a non-empty string");
+      if (v.kind != Json::kString || blank(v.text)) {
+        bad_field(source, "name", "must be a non-empty string (the device name, not only spaces)");
       }
-      p.device_name = v.text;
+      p.device_name = utf8_text(v.text, source, "name");
       named = true;
     } else if (key == "capability") {
       const char* must = "must be [major, minor], two integers in 0..99";
@@ -394,19 +421,29 @@ Profile parse_profile_json(const std::string& text, const std::string& source) {
       p.major = small_int(v.items[0], source, "capability", 0, 99, must);
       p.minor = small_int(v.items[1], source, "capability", 0, 99, must);
     } else if (key == "memory") {
+      // Checked as VDEV_DEVICE_MEMORY is (runtime/config.h), when the configuration is read; an
+      // empty string is refused here, as the Profile's empty memory means "the default".
+      const char* must =
+          "must be a positive number of bytes (1 up to 2^64-1) or a size such as \"16GiB\" (units "
+          "K, M, G or T, binary)";
       if (v.kind == Json::kNumber && v.integral && !v.negative) {
-        p.memory = v.text;  // bytes; checked as VDEV_DEVICE_MEMORY is (runtime/config.h)
-      } else if (v.kind == Json::kString) {
         p.memory = v.text;
+      } else if (v.kind == Json::kString && !blank(v.text)) {
+        p.memory = utf8_text(v.text, source, "memory");
       } else {
-        bad_field(source, "memory", "must be a number of bytes or a size such as \"16GiB\"");
+        bad_field(source, "memory", must);
       }
     } else if (key == "multi_processor_count") {
-      p.multi_processor_count =
-          small_int(v, source, "multi_processor_count", 1, 1 << 20, "must be a positive integer");
+      p.multi_processor_count = small_int(v, source, "multi_processor_count", 1, 1 << 20,
+                                          "must be an integer in 1..1048576");
     } else if (key == "dtypes") {
-      const std::vector<std::string> supported = names(v, source, "dtypes");
       const std::vector<std::string>& all = profile_dtype_names();
+      const std::vector<std::string> supported =
+          names(v, source, "dtypes", "must be an array of dtype names, from " + joined(all));
+      // A device without a dtype could hold no tensor at all: not a description of a device.
+      if (supported.empty()) {
+        bad_field(source, "dtypes", "must name at least one dtype, from " + joined(all));
+      }
       for (const std::string& d : supported) {
         if (std::find(all.begin(), all.end(), d) == all.end()) {
           bad_field(source, "dtypes",
@@ -419,7 +456,9 @@ Profile parse_profile_json(const std::string& text, const std::string& source) {
         }
       }
     } else if (key == "missing_operators") {
-      p.missing_operators = names(v, source, "missing_operators");
+      p.missing_operators = names(v, source, "missing_operators",
+                                  "must be an array of operator names, \"namespace::name\" or "
+                                  "\"namespace::name.overload\" (aten::cumsum, aten::add.Tensor)");
       for (const std::string& op : p.missing_operators) {
         if (!is_operator_name(op)) {
           bad_field(source, "missing_operators",
@@ -445,6 +484,13 @@ Profile load_profile(const std::string& value) {
   while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
   v.erase(0, std::min(v.size(), v.find_first_not_of(" \t\r\n")));
   if (v.empty()) return builtin("default");
+  // The value becomes the profile's id, which Python reads back (str) and messages quote.
+  if (std::size_t at = 0; !is_valid_utf8(v, &at)) {
+    fail<std::invalid_argument>("config", "VDEV_PROFILE='", value, "' is not valid UTF-8 (at byte ",
+                                at,
+                                "): expected a built-in profile name or the path of a JSON profile "
+                                "ending in .json, in UTF-8");
+  }
   const std::vector<std::string>& known = profile_names();
   if (std::find(known.begin(), known.end(), v) != known.end()) return builtin(v);
   if (v.size() > 5 && v.compare(v.size() - 5, 5, ".json") == 0) {

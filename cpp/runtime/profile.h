@@ -6,12 +6,16 @@
 // sm90, mps, see profile.cpp for the figures and their sources); a path ending in ".json" names a
 // vendor's description:
 //
-//   {"name": "Acme A1",                 required: the device name
-//    "capability": [9, 0],              optional: [major, minor] (default [1, 0])
+//   {"name": "Acme A1",                 required: the device name, UTF-8, not only spaces
+//    "capability": [9, 0],              optional: [major, minor], each in 0..99 (default [1, 0])
 //    "memory": "16GiB",                 optional: bytes, or a size as VDEV_DEVICE_MEMORY (4GiB)
-//    "multi_processor_count": 8,        optional (default 2)
-//    "dtypes": ["float32", "int64"],    optional: the dtypes it supports (default: all)
+//    "multi_processor_count": 8,        optional: in 1..1048576 (default 2)
+//    "dtypes": ["float32", "int64"],    optional: the dtypes it supports, at least one (default:
+//                                       all)
 //    "missing_operators": ["aten::cumsum", "aten::sort.stable"]}   optional: what it lacks
+//
+// The file is UTF-8 (a byte-order mark first is skipped, as Python's json skips it in bytes);
+// a string that is not UTF-8 is refused naming its field, as are unknown keys.
 //
 // The runtime knows no torch: dtypes and operators are names, which the backend maps to its types
 // (backend/common/device_profile.h) and checks at the call (backend/checks/profile_rules.h).

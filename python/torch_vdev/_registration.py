@@ -3,7 +3,8 @@
 Steps, in order: load the native extension (which registers the kernels, device guard, allocator
 and hooks), rename PrivateUse1 to ``vdev``, install ``torch.vdev``, generate the
 ``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, share vdev tensors sent to other processes,
-print vdev tensors as the capability profile allows, register the vccl collectives backend,
+print vdev tensors as the capability profile allows, list vdev's profiler activity only while a
+device is available, register the vccl collectives backend,
 prepare torch.compile's registrations (made when Dynamo and Inductor are first used) and register
 the exit handler. Every step either succeeds or raises; none of them can fail silently.
 """
@@ -13,6 +14,24 @@ import threading
 
 _lock = threading.Lock()
 _registered = False
+_torch_supported_activities = None  # torch.autograd._supported_activities before register()
+
+
+def _supported_activities() -> set:
+    """torch.autograd._supported_activities, without vdev's activity while no vdev device is
+    available. torch lists PrivateUse1 whenever the backend is renamed (``_supported_activities``
+    in torch/csrc/autograd/init.cpp), CUDA only when a GPU is there (``at::getNumGPUs() > 0``);
+    ``torch.profiler.profile()`` profiles every listed activity and, for vdev's, synchronizes
+    the devices at exit, so with a malformed ``VDEV_*`` variable a CPU-only profile raised the
+    configuration error there and lost its trace. Unlisted, it runs CPU-only, as without a GPU;
+    the error still comes at the first use of a device (or of ``ProfilerActivity.PrivateUse1``,
+    asked for by name)."""
+    import torch
+
+    activities = _torch_supported_activities()
+    if not torch.vdev.is_available():  # never raises: False when the configuration is malformed
+        activities.discard(torch.profiler.ProfilerActivity.PrivateUse1)
+    return activities
 
 
 def _at_exit() -> None:
@@ -65,6 +84,10 @@ def register() -> None:
         from torch_vdev.vdev import _profile
 
         _profile.install()
+        # torch.profiler: vdev's activity is supported while a device is available (see above).
+        global _torch_supported_activities
+        _torch_supported_activities = torch.autograd._supported_activities
+        torch.autograd._supported_activities = _supported_activities
         # torch.distributed's backend for vdev tensors (vccl), the default for the device.
         from torch_vdev import distributed as vccl
 

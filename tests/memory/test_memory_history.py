@@ -432,6 +432,44 @@ def test_max_entries_keeps_the_newest():
     assert [e["addr"] for e in trace[:3]] == [t.data_ptr() for t in tensors[3:]]
 
 
+def test_max_entries_zero_keeps_one_entry_as_on_cuda():
+    """CUDA clamps max_entries to 1 (c10's RingBuffer::setMaxEntries: std::max(1, size)) and
+    records: the newest action stays, here the snapshot's own entry."""
+    memory._record_memory_history(max_entries=0, stacks="python", clear_history=True)
+    x = torch.empty(100, device="vdev")
+    snapshot = memory._snapshot()
+    assert [e["action"] for e in entries(snapshot)] == ["snapshot"]
+    blocks = [b for s in snapshot["segments"] for b in s["blocks"] if b["address"] == x.data_ptr()]
+    assert blocks and blocks[0]["state"] == "active_allocated" and blocks[0]["frames"]
+    # The older form's int64_t max_entries becomes CUDA's size_t: a negative one keeps every entry.
+    memory._record_memory_history(True, trace_alloc_max_entries=-1, clear_history=True)
+    tensors = [torch.empty(100 + i, device="vdev") for i in range(5)]
+    assert len(entries(memory._snapshot(), action="alloc")) == len(tensors)
+    memory._record_memory_history(True, trace_alloc_max_entries=0, clear_history=True)
+    tensors = [torch.empty(100 + i, device="vdev") for i in range(5)]
+    assert [e["action"] for e in entries(memory._snapshot())] == ["snapshot"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"max_entries": -1}, "max_entries=-1 is out of range: expected an integer in 0..2**64-1"),
+        ({"max_entries": 2**64}, "is out of range: expected an integer in 0..2**64-1"),
+        ({"max_entries": 2.5}, "max_entries=2.5 must be an integer in 0..2**64-1"),
+        ({"max_entries": "4"}, "max_entries='4' must be an integer in 0..2**64-1"),
+        ({"enabled": True, "trace_alloc_max_entries": 2**63}, "in -2**63..2**63-1"),
+    ],
+)
+def test_max_entries_cuda_cannot_convert_is_a_type_error(kwargs, message):
+    """CUDA's binding takes a size_t (an int64_t in the older form): pybind11 raises TypeError
+    for any other value; vdev says which and the range."""
+    message = message.replace("2**64-1", str(2**64 - 1)).replace("-2**63", str(-(2**63)))
+    message = message.replace("2**63-1", str(2**63 - 1))
+    with pytest.raises(TypeError) as info:
+        memory._record_memory_history(**kwargs)
+    assert message in str(info.value)
+
+
 def test_skip_actions_and_user_metadata():
     memory._record_memory_history(
         stacks="python", skip_actions=["free_requested", "free_completed"], clear_history=True
@@ -503,8 +541,6 @@ def test_the_legacy_boolean_form():
         ({"enabled": "yes"}, "enabled='yes' is not one of None, 'state', 'all'"),
         ({"context": "stack"}, "context='stack' is not one of None, 'state', 'alloc', 'all'"),
         ({"stacks": "cpp"}, "stacks='cpp' is not one of 'python', 'all'"),
-        ({"max_entries": 0}, "max_entries=0 must be a positive integer"),
-        ({"max_entries": 2.5}, "max_entries=2.5 must be a positive integer"),
         ({"skip_actions": ["allocate"]}, "skip_actions contains 'allocate', which is not one of"),
         ({"skip_actions": "alloc"}, "must be a list of actions"),
     ],

@@ -14,7 +14,9 @@ namespace {
 
 // Where a call of `op` on vdev tensors goes: vdev's boxed kernel (ops/fallback.cpp, the only
 // path that runs check_call and so the profile's check), a composite kernel (torch runs it as
-// other operators before any device kernel sees it), or a kernel of vdev's own (ops/conv.cpp, ...).
+// other operators, CompositeImplicitAutograd before any device kernel sees the call,
+// CompositeExplicitAutograd as one kernel shared by every device), or a kernel of vdev's own
+// (ops/conv.cpp, ...).
 enum class Route { kBoxedKernel, kOwnKernel, kComposite };  // best first
 
 Route route_of(const c10::OperatorHandle& op) {
@@ -43,14 +45,28 @@ void check_operator_name(const std::string& name, const vdev::rt::Profile& p) {
     const Route r = route_of(*handle);
     if (!route || r < *route) route = r;
   }
-  const char* what = !route ? "which is not an aten operator"
-                     : *route == Route::kComposite
-                         ? "which decomposes into other operators before it reaches a device (a "
-                           "composite kernel): name the operators it runs"
-                     : *route == Route::kOwnKernel
-                         ? "which vdev runs with a kernel of its own (cpp/backend/ops/), outside "
-                           "the checks a profile's missing operators are refused by"
-                         : nullptr;
+  // copy_ is torch's kernel for every backend, which hands any copy with a vdev side to
+  // _copy_from (aten/src/ATen/native/Copy.cpp: PrivateUse1 is not among the devices copy_ runs
+  // itself), and vdev's _copy_from is a kernel of its own (ops/copy.cpp). So "name the operators
+  // it runs" would be no way out: no copy reaches the check, and a device that lacked copies
+  // could not receive a tensor.
+  const bool copy =
+      base == "aten::copy_" || base == "aten::_copy_from" || base == "aten::_copy_from_and_resize";
+  const char* what =
+      copy
+          ? "which vdev cannot mark missing: every copy to, from or on the device (copy_, .to(), "
+            ".cpu()) goes through torch's copy_ kernel, shared by every device, to "
+            "aten::_copy_from, which vdev runs with a kernel of its own (cpp/backend/ops/copy.cpp) "
+            "outside the check of a profile's missing operators; a device without copies could "
+            "hold no data"
+      : !route ? "which is not an aten operator"
+      : *route == Route::kComposite
+          ? "which decomposes into other operators before any kernel of vdev's sees the call (a "
+            "composite kernel of torch's, shared by every device): name the operators it runs"
+      : *route == Route::kOwnKernel
+          ? "which vdev runs with a kernel of its own (cpp/backend/ops/), outside "
+            "the checks a profile's missing operators are refused by"
+          : nullptr;
   TORCH_CHECK(what == nullptr, "[config] VDEV_PROFILE='", p.id, "': \"missing_operators\" names '",
               name, "', ", what);
 }

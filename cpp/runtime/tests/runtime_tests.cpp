@@ -519,7 +519,8 @@ static void test_config_parsers_of_injected_faults() {
   EXPECT(rt::parse_oom_after("0", "O") == 0);
   EXPECT(rt::parse_oom_after(" 12 ", "O") == 12);
   EXPECT(throws<std::invalid_argument>([] { rt::parse_oom_after("-1", "O"); }, "O='-1'"));
-  EXPECT(throws<std::invalid_argument>([] { rt::parse_oom_after("2x", "O"); }, ">= 0"));
+  EXPECT(throws<std::invalid_argument>([] { rt::parse_oom_after("2x", "O"); },
+                                       "0..9223372036854775807"));
   const rt::DistFault f = rt::parse_dist_fault("1:3:hang", "D");
   EXPECT(f.rank == 1 && f.nth == 3 && f.mode == rt::DistFaultMode::kHang);
   EXPECT(rt::parse_dist_fault(" 0 : 1 : abort ", "D").mode == rt::DistFaultMode::kAbort);

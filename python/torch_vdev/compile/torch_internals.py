@@ -24,7 +24,8 @@ Private uses outside torch.compile stay where they are (they are not compile-rel
 listed in ``ELSEWHERE`` and existence-checked by the same test:
 
 * ``_registration.py``: ``torch._register_device_module`` (torch's documented way to install a
-  device module) and ``UninitializedTensorMixin._allowed_methods`` (``LazyLinear(2).vdev()``);
+  device module), ``UninitializedTensorMixin._allowed_methods`` (``LazyLinear(2).vdev()``) and
+  ``torch.autograd._supported_activities`` (wrapped: no vdev activity while vdev is unavailable);
 * ``vdev/_sharing.py``: ``torch._utils._rebuild_tensor`` and ``torch.multiprocessing.reductions``'
   storage cache (vdev tensors sent to other processes), and the standard library's
   ``ForkingPickler._extra_reducers``;
@@ -720,6 +721,15 @@ ELSEWHERE: tuple[Internal, ...] = (
         "LazyLinear(2).vdev() raised where .cuda() works",
         ("python/torch_vdev/_registration.py",),
         members=("_allowed_methods",),
+    ),
+    Internal(
+        "torch.autograd._supported_activities",
+        "patch",
+        "wrapped: ProfilerActivity.PrivateUse1 is left out while no vdev device is available",
+        "torch lists PrivateUse1 whenever the backend is renamed, so a default profile() "
+        "synchronized an unavailable vdev at exit and lost its trace (CUDA: listed with a GPU)",
+        ("python/torch_vdev/_registration.py",),
+        signature="()",
     ),
     Internal(
         "torch._utils._rebuild_tensor",

@@ -16,6 +16,7 @@ torch.cuda._memory_viz`` and the viewer at https://pytorch.org/memory_viz read u
 from __future__ import annotations
 
 import inspect
+import operator
 import pickle
 import sys
 import warnings
@@ -158,11 +159,11 @@ class inject_oom:
     def __init__(self, after: int) -> None:
         if isinstance(after, bool) or not isinstance(after, int):
             raise TypeError(f"inject_oom: after must be an int, got {type(after).__name__}")
-        if after < 0:
+        if not 0 <= after <= 2**63 - 1:  # VDEV_OOM_AFTER's range (an int64_t below)
             raise ValueError(
                 f"inject_oom: after={after} is not valid: expected the number of device "
-                "allocations that succeed before the injected out-of-memory error, an integer "
-                ">= 0"
+                f"allocations that succeed before the injected out-of-memory error, an integer "
+                f"in 0..{2**63 - 1}"
             )
         self.after = after
         self.fired = False
@@ -309,12 +310,35 @@ def _check_choice(name: str, value: Any, valid: tuple) -> None:
         raise ValueError(f"_record_memory_history: {name}={value!r} is not one of {choices}")
 
 
-def _check_max_entries(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(
-            f"_record_memory_history: max_entries={value!r} must be a positive integer"
+# What torch.cuda's bindings take for max_entries: a size_t (the current form) or an int64_t (the
+# older boolean form), each converted by pybind11, which raises TypeError for anything else.
+_SIZE_T_MAX = 2**64 - 1
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _check_max_entries(value: Any, name: str = "max_entries", legacy: bool = False) -> int:
+    """The ring buffer's size for ``max_entries``, as CUDA sizes it: its allocator keeps at least
+    one entry (c10's ``RingBuffer::setMaxEntries`` is ``std::max(1, size)``), so 0 records the
+    newest action; a value the binding cannot convert raises ``TypeError`` there, and here with
+    the value and the valid range. The older form's ``int64_t`` becomes that ``size_t`` by C++'s
+    conversion, so a negative value there means a ring larger than any history: every entry is
+    kept. Sizes past ``sys.maxsize`` keep every entry too (no history is that long)."""
+    low, high = _INT64 if legacy else (0, _SIZE_T_MAX)
+    # pybind11 converts an int (bool is one) and anything with __index__, never a float.
+    if isinstance(value, float) or not hasattr(type(value), "__index__"):
+        raise TypeError(
+            f"_record_memory_history: {name}={value!r} must be an integer in {low}..{high} "
+            f"(the newest actions kept per device; 0 keeps one, as on CUDA)"
         )
-    return min(value, sys.maxsize)
+    entries = operator.index(value)
+    if not low <= entries <= high:
+        raise TypeError(
+            f"_record_memory_history: {name}={value!r} is out of range: expected an integer in "
+            f"{low}..{high} (the newest actions kept per device; 0 keeps one, as on CUDA)"
+        )
+    if entries < 0:  # the older form: int64_t -> size_t wraps to a huge ring
+        return sys.maxsize
+    return min(max(entries, 1), sys.maxsize)
 
 
 def _check_skip_actions(skip_actions: Any) -> list[str]:
@@ -390,7 +414,7 @@ def _record_memory_history_legacy(
 ) -> None:
     """torch.cuda's older boolean form: ``enabled=True`` records; ``record_context`` keeps stacks
     with live blocks, ``trace_alloc_record_context`` also with alloc entries."""
-    max_entries = _check_max_entries(trace_alloc_max_entries)
+    max_entries = _check_max_entries(trace_alloc_max_entries, "trace_alloc_max_entries", True)
     actions = _check_skip_actions(skip_actions)
     if device is not None:
         _check_device(device)
@@ -419,7 +443,9 @@ def _record_memory_history(enabled: str | None = "all", *args: Any, **kwargs: An
             also with each alloc, ``"all"`` also with each free.
         stacks: ``"python"`` for Python (and TorchScript, Inductor) frames, ``"all"`` for C++
             frames too.
-        max_entries: the newest actions kept per device.
+        max_entries: the newest actions kept per device, an integer in 0..2**64-1; 0 keeps one
+            (CUDA's allocator keeps at least one), anything else raises ``TypeError`` as CUDA's
+            binding does.
         device: checked, as on CUDA the setting applies to every device.
         clear_history: drop what was recorded before.
         compile_context: record the innermost ``torch.compile`` region with each action.
@@ -429,7 +455,8 @@ def _record_memory_history(enabled: str | None = "all", *args: Any, **kwargs: An
 
     ``enabled=True``/``False`` takes torch.cuda's older arguments (``record_context``,
     ``trace_alloc_max_entries``, ``trace_alloc_record_context``, ``record_context_cpp``, ...).
-    An unknown value raises ``ValueError`` naming it and the valid ones.
+    An unknown value raises ``ValueError`` naming it and the valid ones (``TypeError`` for a
+    ``max_entries`` that is not an integer in range, as on CUDA).
     """
     if isinstance(enabled, bool):
         return _record_memory_history_legacy(enabled, *args, **kwargs)
