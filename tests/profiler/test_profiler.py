@@ -140,8 +140,8 @@ def test_copies_are_memcpy_activities_and_fills_memsets(tmp_path):
         torch.vdev.synchronize()
     events = chrome_trace(prof, tmp_path)
     copies = {e["name"]: e for e in spans(events, "gpu_memcpy")}
-    assert copies["Memcpy HtoD (Host -> Device)"]["args"]["bytes"] == 4096 * 4
-    assert copies["Memcpy DtoH (Device -> Host)"]["args"]["bytes"] == 4096 * 4
+    assert copies["Memcpy HtoD (Pinned -> Device)"]["args"]["bytes"] == 4096 * 4
+    assert copies["Memcpy DtoH (Device -> Pageable)"]["args"]["bytes"] == 4096 * 4
     (fill,) = spans(events, "gpu_memset")
     assert fill["args"]["bytes"] == 4096 * 4
     assert back[4095] == 4095

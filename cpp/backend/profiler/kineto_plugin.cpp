@@ -17,7 +17,8 @@
 // "vdev_kernel<op>", not "op": key_averages groups by name and would count the kernel as the
 // operator. Host calls that wait for the device (synchronize) are runtime events. Event records
 // have only their runtime event; a stream's wait for an event is a device activity ("Stream wait
-// event") spanning the wait.
+// event") spanning the wait. Copies are named as Kineto names CUPTI's; getDeviceProperties()
+// fills the trace's "deviceProperties" from the devices' properties.
 //
 // Timestamps: CLOCK_REALTIME nanoseconds, Kineto's clock. Activities are copied into Kineto's
 // logger (handleGenericActivity), so nothing outlives the session.
@@ -29,6 +30,7 @@
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -37,6 +39,7 @@
 #include <vector>
 
 #include "backend/profiler/device_timeline.h"
+#include "runtime/device.h"
 
 namespace vdev::backend {
 namespace {
@@ -53,6 +56,7 @@ const char* launch_name(TaskKind k) {
     case TaskKind::kMemcpyHtoD:
     case TaskKind::kMemcpyDtoH:
     case TaskKind::kMemcpyDtoD:
+    case TaskKind::kMemcpyPtoP:
       return "vdevMemcpyAsync";
     case TaskKind::kMemset:
       return "vdevMemsetAsync";
@@ -76,6 +80,7 @@ ActivityType device_type(TaskKind k) {
     case TaskKind::kMemcpyHtoD:
     case TaskKind::kMemcpyDtoH:
     case TaskKind::kMemcpyDtoD:
+    case TaskKind::kMemcpyPtoP:
       return ActivityType::GPU_MEMCPY;
     case TaskKind::kMemset:
       return ActivityType::GPU_MEMSET;
@@ -84,14 +89,20 @@ ActivityType device_type(TaskKind k) {
   }
 }
 
+// Memcpy activities are named as Kineto names CUPTI's ("Memcpy <kind> (<source> -> <destination>)",
+// memcpyName in libkineto/src/CuptiActivity.h, with CUPTI's memory kinds: Pageable, Pinned,
+// Device), so that tools keyed on CUDA's names read vdev's.
 std::string device_name(const vdev::rt::TaskRecord& r) {
+  const bool pinned = r.tag.host == vdev::rt::HostMemory::kPinned;
   switch (r.tag.kind) {
     case TaskKind::kMemcpyHtoD:
-      return "Memcpy HtoD (Host -> Device)";
+      return pinned ? "Memcpy HtoD (Pinned -> Device)" : "Memcpy HtoD (Pageable -> Device)";
     case TaskKind::kMemcpyDtoH:
-      return "Memcpy DtoH (Device -> Host)";
+      return pinned ? "Memcpy DtoH (Device -> Pinned)" : "Memcpy DtoH (Device -> Pageable)";
     case TaskKind::kMemcpyDtoD:
       return "Memcpy DtoD (Device -> Device)";
+    case TaskKind::kMemcpyPtoP:
+      return "Memcpy PtoP (Device -> Device)";
     case TaskKind::kMemset:
       return "Memset (Device)";
     case TaskKind::kEventWait:
@@ -118,6 +129,24 @@ libkineto::GenericTraceActivity make_activity(ActivityType type, const std::stri
   a.endTime = end;
   a.linked = op;
   return a;
+}
+
+// A JSON string's contents: a profile's device name is the user's text.
+std::string json_escaped(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 class VdevSession final : public libkineto::IActivityProfilerSession {
@@ -185,6 +214,26 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
     }
     (void)end_time;
     records_ = {};
+  }
+
+  // The "deviceProperties" of the chrome trace (Kineto writes what each session returns, since
+  // pytorch/kineto#1011), with the keys Kineto writes for CUDA's devices (DeviceProperties.cpp,
+  // DevicePropertyMetadataFields): each device's id, name, memory, capability and processor count,
+  // as the capability profile describes it (runtime/profile.h). vdev has no warps, registers or
+  // shared memory: those keys are absent rather than invented.
+  std::string getDeviceProperties() override {
+    std::string json;
+    const int n = vdev::rt::device_count_noexcept();  // 0 for a malformed configuration
+    for (int d = 0; d < n; ++d) {
+      const vdev::rt::DeviceProperties& p = vdev::rt::device_properties(d);
+      if (d > 0) json += ",";
+      json += "{\"id\": " + std::to_string(d) + ", \"name\": \"" + json_escaped(p.name) +
+              "\", \"totalGlobalMem\": " + std::to_string(p.total_memory) +
+              ", \"computeMajor\": " + std::to_string(p.major) +
+              ", \"computeMinor\": " + std::to_string(p.minor) +
+              ", \"numSms\": " + std::to_string(p.multi_processor_count) + "}";
+    }
+    return json;
   }
 
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
