@@ -25,3 +25,20 @@ def test_legacy_profiling_gives_each_operator_a_sane_device_time(capfd):
     rows = {r.key: r for r in prof.key_averages()}
     assert rows["aten::mm"].count == 3
     assert rows["aten::mm"].device_time_total > 0
+
+
+def test_an_operator_captured_in_a_graph_has_no_device_time():
+    # Queued into a graph, an operator does not run during the profile: no event is recorded on
+    # the capturing stream (it would be captured and never complete), and its time is 0.
+    x = torch.zeros(64, device="vdev")
+    side = torch.vdev.Stream()
+    torch.vdev.synchronize()
+    with torch.autograd.profiler.profile(use_device="vdev") as prof:
+        g = torch.accelerator.Graph()
+        with torch.vdev.stream(side), g:
+            x.add_(1)
+        g.replay()
+        torch.vdev.synchronize()
+    (captured,) = [e for e in prof.function_events if e.name == "aten::add_"]
+    assert captured.device_time_total == 0
+    assert x.cpu()[0] == 1  # the capture holds only the operator: one replay adds once

@@ -38,16 +38,20 @@ struct VdevProfilerStubs final : torch::profiler::impl::ProfilerStubs {
               int64_t* cpu_ns) const override {
     const int index = vdev::rt::get_device();
     if (device != nullptr) *device = static_cast<c10::DeviceIndex>(index);
-    auto e = std::make_shared<vdev::rt::Event>(/*timing=*/true);
     vdev::rt::Stream& stream = current_runtime_stream(static_cast<c10::DeviceIndex>(index));
     if (cpu_ns != nullptr) *cpu_ns = c10::getTime();
+    // An operator queued while the stream captures a graph does not run now: a record would be
+    // captured into the graph (and replayed with it) and never complete here. No event: the
+    // operator has no device time in this profile.
+    if (stream.capture_id() != 0) return;
+    auto e = std::make_shared<vdev::rt::Event>(/*timing=*/true);
     VDEV_RT(e->record(stream));
     *event = std::move(e);
   }
 
   // Microseconds between two recorded events, once both have completed (as CUDA's stub, which
   // synchronizes both). Events of different devices have no common timeline: 0, as for an event
-  // that was never recorded.
+  // that was not recorded (during a capture).
   float elapsed(const ProfilerVoidEventStub* start,
                 const ProfilerVoidEventStub* end) const override {
     if (start == nullptr || end == nullptr || !*start || !*end) return 0.f;
