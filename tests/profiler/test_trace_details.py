@@ -9,6 +9,8 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from conftest import run_python
+
 DEVICE_ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 
 
@@ -34,6 +36,28 @@ def test_device_properties_list_each_device(tmp_path):
         assert p["totalGlobalMem"] == want.total_memory
         assert (p["computeMajor"], p["computeMinor"]) == (want.major, want.minor)
         assert p["numSms"] == want.multi_processor_count
+
+
+def test_device_properties_are_valid_json_for_any_device_name(tmp_path):
+    # A vendor's profile names the device: its text is escaped into the trace.
+    profile_path = tmp_path / "acme.json"
+    profile_path.write_text(
+        json.dumps({"name": 'Acme "A1" \\ rev\tB', "capability": [9, 0], "memory": "1GiB"})
+    )
+    code = f"""
+import json, torch
+from torch.profiler import ProfilerActivity, profile
+with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+    torch.ones(4, device="vdev").add_(1)
+    torch.vdev.synchronize()
+prof.export_chrome_trace({str(tmp_path / "t.json")!r})
+print(json.dumps(json.load(open({str(tmp_path / "t.json")!r}))["deviceProperties"]))
+"""
+    r = run_python(code, env={"VDEV_PROFILE": str(profile_path)})
+    assert r.returncode == 0, r.stderr
+    props = json.loads(r.stdout.strip().splitlines()[-1])
+    assert props[0]["name"] == 'Acme "A1" \\ rev\tB'
+    assert (props[0]["computeMajor"], props[0]["totalGlobalMem"]) == (9, 1 << 30)
 
 
 def test_a_converting_or_strided_copy_is_a_copy_kernel(tmp_path):
