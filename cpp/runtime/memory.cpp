@@ -247,13 +247,17 @@ std::pair<std::size_t, std::size_t> mem_get_info(int device) {
 }
 
 void memcpy_async(Stream& stream, void* dst, const void* src, std::size_t n, CopyKind kind,
-                  std::shared_ptr<void> keep_alive) {
+                  std::shared_ptr<void> keep_alive, HostMemory host) {
   const char* name = kind == CopyKind::HostToDevice   ? "copy_host_to_device"
                      : kind == CopyKind::DeviceToHost ? "copy_device_to_host"
                                                       : "copy_device_to_device";
-  const TaskKind traced = kind == CopyKind::HostToDevice   ? TaskKind::kMemcpyHtoD
-                          : kind == CopyKind::DeviceToHost ? TaskKind::kMemcpyDtoH
-                                                           : TaskKind::kMemcpyDtoD;
+  // Between two devices CUPTI reports a peer-to-peer copy (PtoP), not a DtoD one.
+  const TaskKind traced = kind == CopyKind::HostToDevice               ? TaskKind::kMemcpyHtoD
+                          : kind == CopyKind::DeviceToHost             ? TaskKind::kMemcpyDtoH
+                          : pointer_device(dst) != pointer_device(src) ? TaskKind::kMemcpyPtoP
+                                                                       : TaskKind::kMemcpyDtoD;
+  TaskTag tag{traced, n};
+  if (kind != CopyKind::DeviceToDevice) tag.host = host;
   stream.enqueue(
       name,
       [dst, src, n, kind, keep = std::move(keep_alive)] {
@@ -269,7 +273,7 @@ void memcpy_async(Stream& stream, void* dst, const void* src, std::size_t n, Cop
             break;
         }
       },
-      TaskTag{traced, n});
+      tag);
 }
 
 void memcpy_host_to_device(void* dst, const void* src, std::size_t n) {

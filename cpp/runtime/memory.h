@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "runtime/export.h"
+#include "runtime/task_trace.h"
 
 namespace vdev::rt {
 
@@ -75,9 +76,13 @@ enum class CopyKind { HostToDevice, DeviceToHost, DeviceToDevice };
 
 // Queues a copy of `n` bytes on `stream`. The caller guarantees both ranges stay valid until the
 // copy has run: `keep_alive` (anything the caller needs kept, e.g. a handle on a pinned block) is
-// held by the queued task and released on the worker right after the copy.
+// held by the queued task and released on the worker right after the copy. `host` says what the
+// host side of a copy between host and device is (the runtime does not know pinned memory, the
+// backend's allocator does); task observers show it (runtime/task_trace.h). A device-to-device
+// copy between two devices is traced as a peer-to-peer copy.
 VDEV_RT_API void memcpy_async(Stream& stream, void* dst, const void* src, std::size_t n,
-                              CopyKind kind, std::shared_ptr<void> keep_alive = nullptr);
+                              CopyKind kind, std::shared_ptr<void> keep_alive = nullptr,
+                              HostMemory host = HostMemory::kPageable);
 
 // Synchronous copies of `n` bytes; device pointers are device addresses. They do not order
 // themselves with queued work: callers synchronize the stream first.

@@ -30,13 +30,18 @@ enum class TaskKind : std::uint8_t {
   kKernel,      // an operator or compiled kernel
   kMemcpyHtoD,  // copies, by direction
   kMemcpyDtoH,
-  kMemcpyDtoD,
+  kMemcpyDtoD,   // within one device
   kMemset,       // fills
   kCollective,   // a collective on a communication stream
   kGraphReplay,  // one replay of a captured graph
   kEventRecord,  // an event recorded on the stream
   kEventWait,    // the stream waits for an event of another stream
+  kMemcpyPtoP,   // a copy of bytes from one device to another (appended: kinds keep their values)
 };
+
+// The host side of a copy between host and device: what CUPTI calls its memory kind, and what
+// decides on CUDA whether a copy can run while the host goes on.
+enum class HostMemory : std::uint8_t { kPageable = 0, kPinned };
 
 // What the layer that queues a task says about it.
 struct TaskTag {
@@ -45,6 +50,7 @@ struct TaskTag {
   // Kernels: the most elements of any tensor they read or write, a hint of their size (the
   // backend's thread policy reads it, backend/common/task.h); 0: unknown.
   std::uint64_t elements = 0;
+  HostMemory host = HostMemory::kPageable;  // copies between host and device: the host side
 };
 
 struct TaskRecord {

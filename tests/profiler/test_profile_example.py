@@ -17,7 +17,7 @@ def test_the_profiling_example_writes_a_trace_and_a_memory_timeline(tmp_path):
     events = json.loads((tmp_path / "vdev_trace.json").read_text())["traceEvents"]
     device = [e for e in events if e.get("ph") == "X" and e.get("pid") == 0]
     names = {e["name"] for e in device}
-    assert "vdev_kernel<aten::addmm>" in names and "Memcpy HtoD (Host -> Device)" in names
+    assert "vdev_kernel<aten::addmm>" in names and any(n.startswith("Memcpy HtoD (") for n in names)
     assert any(e["name"] == "ac2g" for e in events)  # the flow arrows
     memory = list(tmp_path.glob("vdev_memory.*"))
     assert len(memory) == 1 and memory[0].stat().st_size > 0

@@ -140,8 +140,8 @@ def test_copies_are_memcpy_activities_and_fills_memsets(tmp_path):
         torch.vdev.synchronize()
     events = chrome_trace(prof, tmp_path)
     copies = {e["name"]: e for e in spans(events, "gpu_memcpy")}
-    assert copies["Memcpy HtoD (Host -> Device)"]["args"]["bytes"] == 4096 * 4
-    assert copies["Memcpy DtoH (Device -> Host)"]["args"]["bytes"] == 4096 * 4
+    assert copies["Memcpy HtoD (Pinned -> Device)"]["args"]["bytes"] == 4096 * 4
+    assert copies["Memcpy DtoH (Device -> Pageable)"]["args"]["bytes"] == 4096 * 4
     (fill,) = spans(events, "gpu_memset")
     assert fill["args"]["bytes"] == 4096 * 4
     assert back[4095] == 4095
@@ -198,7 +198,8 @@ def test_a_graph_replay_shows_the_operations_inside_it(tmp_path):
         g.replay()
         torch.vdev.synchronize()
     events = chrome_trace(prof, tmp_path)
-    (replay,) = spans(events, "kernel", "Graph replay")
+    # The replay is an annotation over the operations it runs (in no device total).
+    (replay,) = spans(events, "gpu_user_annotation", "Graph replay")
     inner = [k for k in spans(events, "kernel", "vdev_kernel<") if k["tid"] == replay["tid"]]
     assert [k["name"] for k in inner] == ["vdev_kernel<aten::add_>", "vdev_kernel<aten::mul_>"]
     for k in inner:  # on the replay's track, inside its span

@@ -75,13 +75,33 @@ std::shared_ptr<void> keep_alive(std::initializer_list<at::Tensor> tensors,
   return std::make_shared<Keep>(Keep{std::move(refs), std::move(staging)});
 }
 
+// The host side of a copy, as the task observers show it (the profiler's "Pinned" or "Pageable").
+vdev::rt::HostMemory host_memory(const at::Tensor& host) {
+  return is_pinned_ptr(host.data_ptr()) ? vdev::rt::HostMemory::kPinned
+                                        : vdev::rt::HostMemory::kPageable;
+}
+
+// What the task observers see of a copy between host and device of `bytes` (a memcpy activity).
+vdev::rt::TaskTag host_copy_tag(vdev::rt::TaskKind kind, std::size_t bytes,
+                                const at::Tensor& host) {
+  vdev::rt::TaskTag tag{kind, static_cast<std::uint64_t>(bytes)};
+  tag.host = host_memory(host);
+  return tag;
+}
+
+// A device-to-device copy that converts a dtype or follows strides: on CUDA a copy kernel
+// (direct_copy_kernel_cuda, aten/src/ATen/native/cuda/Copy.cu), not a memcpy, which is only ever a
+// same-dtype copy between contiguous tensors (memcpy_eligible there); so it is a kernel here too,
+// named like CUDA's.
+constexpr const char* kCopyKernelName = "direct_copy_kernel";
+
 // Queues dst.copy_(src) between CPU tensors (aliases of device bytes or host tensors) on `stream`;
-// `kind` is its direction, for the task observers (the profiler's memcpy activities).
+// `tag` says what it is to the task observers (a memcpy between host and device, a copy kernel).
 void enqueue_cpu_copy(vdev::rt::Stream& stream, at::Tensor dst_cpu, at::Tensor src_cpu,
-                      std::shared_ptr<void> keep, vdev::rt::TaskKind kind) {
-  const vdev::rt::TaskTag tag{kind, static_cast<std::uint64_t>(dst_cpu.nbytes())};
+                      std::shared_ptr<void> keep, vdev::rt::TaskTag tag,
+                      const char* name = "copy_") {
   enqueue_task(
-      stream, "copy_",
+      stream, name,
       [dst_cpu, src_cpu, keep = std::move(keep)]() mutable {
         dst_cpu.copy_(src_cpu);  // plain CPU tensors: enqueue_task runs it below autograd
       },
@@ -100,11 +120,10 @@ bool one_memcpy(const at::Tensor& src, const at::Tensor& dst) {
 
 // A blocking copy runs on the calling thread once the stream is idle; in a profile it is the
 // stream's memcpy activity all the same (CUDA's cudaMemcpy shows on the device's timeline).
-void report_synchronous_copy(const vdev::rt::Stream& stream, vdev::rt::TaskKind kind,
-                             std::size_t nbytes, std::int64_t start) {
+void report_synchronous_copy(const vdev::rt::Stream& stream, const vdev::rt::TaskTag& tag,
+                             std::int64_t start) {
   if (start == 0) return;
-  vdev::rt::report_host_run("copy_", stream.device(), stream.id(),
-                            vdev::rt::TaskTag{kind, static_cast<std::uint64_t>(nbytes)}, start);
+  vdev::rt::report_host_run("copy_", stream.device(), stream.id(), tag, start);
 }
 
 // A copy from pageable memory reads it at the call: a graph could not read it again at replay, so
@@ -173,17 +192,19 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
     } else {
       cpu_alias(dst).copy_(src);
     }
-    report_synchronous_copy(stream, vdev::rt::TaskKind::kMemcpyHtoD, dst.nbytes(), start);
+    report_synchronous_copy(
+        stream, host_copy_tag(vdev::rt::TaskKind::kMemcpyHtoD, dst.nbytes(), src), start);
     return;
   }
   sanitize_copy(&stream, src, dst);
   if (same_bytes_layout(src, dst)) {
     VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                   CopyKind::HostToDevice, keep_alive({dst, src})));
+                                   CopyKind::HostToDevice, keep_alive({dst, src}),
+                                   vdev::rt::HostMemory::kPinned));
     return;
   }
   enqueue_cpu_copy(stream, cpu_alias(dst), host_view(src), keep_alive({dst, src}),
-                   vdev::rt::TaskKind::kMemcpyHtoD);
+                   host_copy_tag(vdev::rt::TaskKind::kMemcpyHtoD, dst.nbytes(), src));
 }
 
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
@@ -201,17 +222,19 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
       at::Tensor d = dst;
       d.copy_(cpu_alias(src));
     }
-    report_synchronous_copy(stream, vdev::rt::TaskKind::kMemcpyDtoH, dst.nbytes(), start);
+    report_synchronous_copy(
+        stream, host_copy_tag(vdev::rt::TaskKind::kMemcpyDtoH, dst.nbytes(), dst), start);
     return;
   }
   sanitize_copy(&stream, src, dst);
   if (same_bytes_layout(src, dst)) {
     VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                   CopyKind::DeviceToHost, keep_alive({src, dst})));
+                                   CopyKind::DeviceToHost, keep_alive({src, dst}),
+                                   vdev::rt::HostMemory::kPinned));
     return;
   }
   enqueue_cpu_copy(stream, host_view(dst), cpu_alias(src), keep_alive({src, dst}),
-                   vdev::rt::TaskKind::kMemcpyDtoH);
+                   host_copy_tag(vdev::rt::TaskKind::kMemcpyDtoH, dst.nbytes(), dst));
 }
 
 void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
@@ -231,8 +254,10 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
                                    CopyKind::DeviceToDevice));
   } else {
-    enqueue_cpu_copy(stream, cpu_alias(dst), cpu_alias(src), nullptr,
-                     vdev::rt::TaskKind::kMemcpyDtoD);
+    // Strided or converting: a copy kernel (on CUDA too, across devices with peer access).
+    const vdev::rt::TaskTag kernel{vdev::rt::TaskKind::kKernel, 0,
+                                   static_cast<std::uint64_t>(dst.numel())};
+    enqueue_cpu_copy(stream, cpu_alias(dst), cpu_alias(src), nullptr, kernel, kCopyKernelName);
   }
   if (dst_stream != nullptr) order_after(*dst_stream, stream);
 }

@@ -17,7 +17,11 @@
 // "vdev_kernel<op>", not "op": key_averages groups by name and would count the kernel as the
 // operator. Host calls that wait for the device (synchronize) are runtime events. Event records
 // have only their runtime event; a stream's wait for an event is a device activity ("Stream wait
-// event") spanning the wait.
+// event") spanning the wait. A graph replay is an annotation (GPU_USER_ANNOTATION) spanning the
+// operations it runs, which are activities of their own linked to the replay's operator: each
+// device activity's time is counted once in torch's device totals, and runtime events get none.
+// Copies are named as Kineto names CUPTI's; getDeviceProperties() fills the trace's
+// "deviceProperties" from the devices' properties.
 //
 // Timestamps: CLOCK_REALTIME nanoseconds, Kineto's clock. Activities are copied into Kineto's
 // logger (handleGenericActivity), so nothing outlives the session.
@@ -29,6 +33,8 @@
 #include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -37,6 +43,7 @@
 #include <vector>
 
 #include "backend/profiler/device_timeline.h"
+#include "runtime/device.h"
 
 namespace vdev::backend {
 namespace {
@@ -53,6 +60,7 @@ const char* launch_name(TaskKind k) {
     case TaskKind::kMemcpyHtoD:
     case TaskKind::kMemcpyDtoH:
     case TaskKind::kMemcpyDtoD:
+    case TaskKind::kMemcpyPtoP:
       return "vdevMemcpyAsync";
     case TaskKind::kMemset:
       return "vdevMemsetAsync";
@@ -76,22 +84,34 @@ ActivityType device_type(TaskKind k) {
     case TaskKind::kMemcpyHtoD:
     case TaskKind::kMemcpyDtoH:
     case TaskKind::kMemcpyDtoD:
+    case TaskKind::kMemcpyPtoP:
       return ActivityType::GPU_MEMCPY;
     case TaskKind::kMemset:
       return ActivityType::GPU_MEMSET;
+    case TaskKind::kGraphReplay:
+      // A span over the operations it runs, each its own activity: an annotation, as CUDA shows
+      // record_function ranges on a stream's track. torch counts annotations in no device total
+      // (is_user_annotation), so the replay's time is not counted besides its operations'.
+      return ActivityType::GPU_USER_ANNOTATION;
     default:
       return ActivityType::CONCURRENT_KERNEL;
   }
 }
 
+// Memcpy activities are named as Kineto names CUPTI's ("Memcpy <kind> (<source> -> <destination>)",
+// memcpyName in libkineto/src/CuptiActivity.h, with CUPTI's memory kinds: Pageable, Pinned,
+// Device), so that tools keyed on CUDA's names read vdev's.
 std::string device_name(const vdev::rt::TaskRecord& r) {
+  const bool pinned = r.tag.host == vdev::rt::HostMemory::kPinned;
   switch (r.tag.kind) {
     case TaskKind::kMemcpyHtoD:
-      return "Memcpy HtoD (Host -> Device)";
+      return pinned ? "Memcpy HtoD (Pinned -> Device)" : "Memcpy HtoD (Pageable -> Device)";
     case TaskKind::kMemcpyDtoH:
-      return "Memcpy DtoH (Device -> Host)";
+      return pinned ? "Memcpy DtoH (Device -> Pinned)" : "Memcpy DtoH (Device -> Pageable)";
     case TaskKind::kMemcpyDtoD:
       return "Memcpy DtoD (Device -> Device)";
+    case TaskKind::kMemcpyPtoP:
+      return "Memcpy PtoP (Device -> Device)";
     case TaskKind::kMemset:
       return "Memset (Device)";
     case TaskKind::kEventWait:
@@ -120,6 +140,56 @@ libkineto::GenericTraceActivity make_activity(ActivityType type, const std::stri
   return a;
 }
 
+// A JSON string's contents: a profile's device name is the user's text.
+std::string json_escaped(const std::string& s) {
+  std::string out;
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// The graph replays of a session by stream, to find the replay that ran a task (a task a replay
+// runs is reported inside the replay's span, on the replay's stream).
+class ReplayIndex {
+ public:
+  explicit ReplayIndex(const std::vector<vdev::rt::TaskRecord>& tasks) {
+    for (const vdev::rt::TaskRecord& r : tasks) {
+      if (r.tag.kind == TaskKind::kGraphReplay) by_stream_[{r.device, r.stream}].push_back(&r);
+    }
+    for (auto& [stream, replays] : by_stream_) {
+      std::sort(replays.begin(), replays.end(),
+                [](const auto* a, const auto* b) { return a->start_ns < b->start_ns; });
+    }
+  }
+
+  // The replay whose span holds `inner`, or nullptr.
+  const vdev::rt::TaskRecord* enclosing(const vdev::rt::TaskRecord& inner) const {
+    const auto it = by_stream_.find({inner.device, inner.stream});
+    if (it == by_stream_.end()) return nullptr;
+    const auto& replays = it->second;
+    // The last replay that started no later than `inner` (a stream runs one task at a time).
+    auto after = std::upper_bound(
+        replays.begin(), replays.end(), inner.start_ns,
+        [](std::int64_t t, const vdev::rt::TaskRecord* r) { return t < r->start_ns; });
+    if (after == replays.begin()) return nullptr;
+    const vdev::rt::TaskRecord* replay = *(after - 1);
+    return inner.end_ns <= replay->end_ns ? replay : nullptr;
+  }
+
+ private:
+  std::map<std::pair<int, std::int64_t>, std::vector<const vdev::rt::TaskRecord*>> by_stream_;
+};
+
 class VdevSession final : public libkineto::IActivityProfilerSession {
  public:
   void start() override {
@@ -146,19 +216,32 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
       return corr == 0 ? nullptr : linked_activity(static_cast<int32_t>(corr));
     };
     const int32_t pid = static_cast<int32_t>(getpid());
+    const ReplayIndex replays(records_.tasks);
     for (const vdev::rt::TaskRecord& r : records_.tasks) {
       if (r.tag.kind == TaskKind::kOther) continue;
-      const libkineto::ITraceActivity* op = linked(r.correlation);
       const bool on_device = has_device_activity(r.tag.kind);
-      if (r.launch_id == 0) {  // run by a graph replay: inside the replay's activity, no launch
-        if (on_device) log_device_activity(logger, r, nullptr);
+      if (r.launch_id == 0) {
+        // Run by a graph replay: no launch of its own; like a kernel of a CUDA graph (which
+        // carries its cudaGraphLaunch's correlation), it belongs to the operator that launched
+        // the replay.
+        const vdev::rt::TaskRecord* replay = replays.enclosing(r);
+        if (on_device)
+          log_device_activity(logger, r, replay ? linked(replay->correlation) : nullptr);
         continue;
       }
+      const libkineto::ITraceActivity* op = linked(r.correlation);
       // The launch, on the host thread that queued the task.
       libkineto::GenericTraceActivity launch =
           make_activity(ActivityType::PRIVATEUSE1_RUNTIME, launch_name(r.tag.kind), pid,
                         static_cast<int32_t>(r.host_thread), r.launch_ns, r.launch_end_ns, op);
-      launch.id = static_cast<int32_t>(r.launch_id);
+      // torch reads an activity's id as its correlation id, in the operators' own numbering:
+      // a host event linked to no operator (a launch from a thread the profile does not follow,
+      // an event recorded outside any operator) whose id equals an operator's is credited with
+      // that operator's device time (torch/autograd/profiler.py, _parse_kineto_results: events
+      // with linked_correlation_id() 0 are matched by id against the device activities'
+      // operators). vdev's launch ids count from 1 as torch's do, so such a launch has no id; the
+      // "correlation" argument and the flow still link it to its device activity.
+      launch.id = op != nullptr ? static_cast<int32_t>(r.launch_id) : 0;
       if (on_device) {
         launch.flow.id = r.launch_id;
         launch.flow.type = libkineto::kLinkAsyncCpuGpu;
@@ -166,7 +249,11 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
       }
       launch.addMetadata("correlation", r.launch_id);
       logger.handleGenericActivity(launch);
-      if (on_device) log_device_activity(logger, r, op);
+      // A replay's span is linked to no operator: torch would credit the operator with it
+      // besides the operations inside it, which are linked to that operator themselves.
+      if (on_device) {
+        log_device_activity(logger, r, r.tag.kind == TaskKind::kGraphReplay ? nullptr : op);
+      }
     }
 
     for (const vdev::rt::HostCallRecord& h : records_.host_calls) {
@@ -185,6 +272,26 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
     }
     (void)end_time;
     records_ = {};
+  }
+
+  // The "deviceProperties" of the chrome trace (Kineto writes what each session returns, since
+  // pytorch/kineto#1011), with the keys Kineto writes for CUDA's devices (DeviceProperties.cpp,
+  // DevicePropertyMetadataFields): each device's id, name, memory, capability and processor count,
+  // as the capability profile describes it (runtime/profile.h). vdev has no warps, registers or
+  // shared memory: those keys are absent rather than invented.
+  std::string getDeviceProperties() override {
+    std::string json;
+    const int n = vdev::rt::device_count_noexcept();  // 0 for a malformed configuration
+    for (int d = 0; d < n; ++d) {
+      const vdev::rt::DeviceProperties& p = vdev::rt::device_properties(d);
+      if (d > 0) json += ",";
+      json += "{\"id\": " + std::to_string(d) + ", \"name\": \"" + json_escaped(p.name) +
+              "\", \"totalGlobalMem\": " + std::to_string(p.total_memory) +
+              ", \"computeMajor\": " + std::to_string(p.major) +
+              ", \"computeMinor\": " + std::to_string(p.minor) +
+              ", \"numSms\": " + std::to_string(p.multi_processor_count) + "}";
+    }
+    return json;
   }
 
   std::unique_ptr<libkineto::DeviceInfo> getDeviceInfo() override {
