@@ -28,20 +28,11 @@ from torch.utils._pytree import tree_flatten, tree_map
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fidelity"))
 
-UNINITIALISED_OUTPUT = {
-    "empty",
-    "empty_like",
-    "empty_permuted",
-    "empty_strided",
-    "new_empty",
-    "new_empty_strided",
-    "resize_",  # new elements of a grown tensor are uninitialised (as on CUDA)
-    "resize_as_",
-}
+import opinfo_sweep  # noqa: E402 (found through the path above)
 
-
-class Reported(Exception):
-    pass
+# Outputs that are uninitialised memory by definition (opinfo_sweep's list), and resizes that
+# grow a tensor (the new elements are, as on CUDA).
+UNINITIALISED_OUTPUT = opinfo_sweep.UNINITIALISED_OUTPUT | {"resize_", "resize_as_"}
 
 
 def tensors(tree) -> list[torch.Tensor]:
