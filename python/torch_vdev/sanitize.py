@@ -63,7 +63,8 @@ def _child_findings(directory: str) -> list[_Reported]:
         if not (name.startswith("findings-") and name.endswith(".jsonl")) or name == own:
             continue
         pid = int(name[len("findings-") : -len(".jsonl")])
-        with open(os.path.join(directory, name), encoding="utf-8") as f:
+        # A message is the report's bytes: never let one that is not UTF-8 lose the summary.
+        with open(os.path.join(directory, name), encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
                     record = json.loads(line)

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+
+#include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
@@ -39,21 +42,34 @@ std::string json_string(const std::string& s) {
 }
 
 struct FileState {
-  std::mutex mu;
-  pid_t pid = 0;            // guarded by mu: the process the count belongs to (fork resets it)
+  std::mutex mu;  // a fork lock: a child forked while another thread appends does not inherit it
+                  // locked
+  pid_t pid = 0;  // guarded by mu: the process the count belongs to (fork resets it)
   std::size_t written = 0;  // guarded by mu
 };
 
 FileState& file_state() {
-  static auto* s = new FileState;  // leaked: findings may be reported during interpreter teardown
+  // Leaked: findings may be reported during interpreter teardown.
+  static FileState* s =
+      vdev::rt::new_leaked_with_fork_lock<FileState>(vdev::rt::ForkLockLevel::kBackendLeaves);
   return *s;
+}
+
+// The folder, read once: the CLI sets it before the script starts, and reading the environment at
+// every report could race with a Python thread's os.environ change (setenv).
+const std::string& findings_dir() {
+  static const std::string dir = [] {
+    const char* d = std::getenv("VDEV_SANITIZER_FINDINGS_DIR");
+    return std::string(d == nullptr ? "" : d);
+  }();
+  return dir;
 }
 
 }  // namespace
 
 void append_finding_to_file(FindingKind kind, const std::string& message) {
-  const char* dir = std::getenv("VDEV_SANITIZER_FINDINGS_DIR");
-  if (dir == nullptr || *dir == '\0') return;
+  const std::string& dir = findings_dir();
+  if (dir.empty()) return;
   try {
     FileState& st = file_state();
     std::lock_guard<std::mutex> lock(st.mu);
@@ -66,7 +82,7 @@ void append_finding_to_file(FindingKind kind, const std::string& message) {
     if (st.written < kMaxKeptFindings) line += ", \"message\": " + json_string(message);
     line += "}\n";
     const std::string path =
-        std::string(dir) + "/findings-" + std::to_string(static_cast<long long>(pid)) + ".jsonl";
+        dir + "/findings-" + std::to_string(static_cast<long long>(pid)) + ".jsonl";
     if (std::FILE* f = std::fopen(path.c_str(), "a")) {
       std::fwrite(line.data(), 1, line.size(), f);
       std::fclose(f);

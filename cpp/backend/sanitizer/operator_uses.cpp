@@ -74,6 +74,10 @@ struct WriteOnly {
 //   positive); out of training noise is not touched (RReLU's kernels in Activation.cpp);
 // - _fused_sgd_: its first step sets the momentum buffers to the gradients
 //   (FusedSGDKernel.cpp, `is_first_step`), as SGD's momentum_buffer_list starts as empty_like.
+//   With a found_inf of 1 (GradScaler's skipped step) the kernel writes nothing, and the next step
+//   reads the buffers unwritten; found_inf's value is on the device when the step is queued, so
+//   the buffers count as written whatever it holds: a missed report, never a false one on every
+//   GradScaler-driven first step.
 bool is_write_only(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
                    const c10::Argument& arg) {
   static const std::unordered_map<std::string_view, WriteOnly> kTable = {
