@@ -32,8 +32,9 @@ BACKEND_DEPENDS_ON = {
     "distributed": {"common", "memory", "sanitizer"},
     "compile": {"common"},
     "graphs": {"common", "memory", "random", "sanitizer"},
-    # torch.profiler's device activities: the runtime's task records as Kineto activities.
-    "profiler": set(),
+    # torch.profiler's device activities: the runtime's task records as Kineto activities, and the
+    # legacy profiler's stubs (events on the current stream: common's stream lookup and checks).
+    "profiler": {"common"},
     "testing": {
         "common",
         "memory",

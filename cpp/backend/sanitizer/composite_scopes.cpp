@@ -6,7 +6,7 @@
 #include <optional>
 #include <string_view>
 
-#include "backend/sanitizer/stream_sanitizer.h"
+#include "backend/sanitizer/allocation_numbers.h"
 
 namespace vdev::backend {
 namespace {
@@ -26,7 +26,7 @@ struct Outer : at::ObserverContext {
 std::unique_ptr<at::ObserverContext> on_start(const at::RecordFunction& fn) {
   if (!reads_own_fresh_memory(fn.name())) return nullptr;
   auto outer = std::make_unique<Outer>(t_floor);
-  if (t_floor == 0) t_floor = sanitizer_next_allocation_id();
+  if (t_floor == 0) t_floor = next_allocation_number();
   return outer;
 }
 

@@ -41,7 +41,8 @@ void report_finding(FindingKind kind, const std::string& message) {
     ++k.count;
     if (k.findings.size() < kMaxKeptFindings) k.findings.push_back({kind, message});
   }
-  append_finding_to_file(kind, message);  // for python -m torch_vdev.sanitize (findings_file.h)
+  // For python -m torch_vdev.sanitize (findings_file.h).
+  append_finding_to_file(static_cast<int>(kind), message, kMaxKeptFindings);
   if (sanitizer_warns() || t_force_warnings) {
     TORCH_WARN(message);
     return;

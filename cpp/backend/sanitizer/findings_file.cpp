@@ -67,7 +67,7 @@ const std::string& findings_dir() {
 
 }  // namespace
 
-void append_finding_to_file(FindingKind kind, const std::string& message) {
+void append_finding_to_file(int kind, const std::string& message, std::size_t max_messages) {
   const std::string& dir = findings_dir();
   if (dir.empty()) return;
   try {
@@ -78,8 +78,8 @@ void append_finding_to_file(FindingKind kind, const std::string& message) {
       st.pid = pid;
       st.written = 0;
     }
-    std::string line = "{\"kind\": " + std::to_string(static_cast<int>(kind));
-    if (st.written < kMaxKeptFindings) line += ", \"message\": " + json_string(message);
+    std::string line = "{\"kind\": " + std::to_string(kind);
+    if (st.written < max_messages) line += ", \"message\": " + json_string(message);
     line += "}\n";
     const std::string path =
         dir + "/findings-" + std::to_string(static_cast<long long>(pid)) + ".jsonl";

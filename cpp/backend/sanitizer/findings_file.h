@@ -6,19 +6,19 @@
 // still has its findings counted.
 //
 // Format: one JSON object per line, {"kind": 0|1, "message": "..."}, in
-// "<dir>/findings-<pid>.jsonl"; the message is left out beyond the first kMaxKeptFindings of a
-// process (the count still holds).
+// "<dir>/findings-<pid>.jsonl" (kind: findings.h's FindingKind as a number); the message is left
+// out beyond the first `max_messages` of a process (the count still holds). findings.cpp calls it
+// (this module knows nothing of findings.h's types, so that the two make no cycle).
 //
 // Thread rules: safe from any thread (appends are serialized by a mutex); does nothing when the
 // variable is unset or empty; failures to write are ignored (a report must never fail on them).
 #pragma once
 
+#include <cstddef>
 #include <string>
-
-#include "backend/sanitizer/findings.h"
 
 namespace vdev::backend {
 
-void append_finding_to_file(FindingKind kind, const std::string& message);
+void append_finding_to_file(int kind, const std::string& message, std::size_t max_messages);
 
 }  // namespace vdev::backend

@@ -8,6 +8,7 @@
 
 #include "backend/common/vdev_device.h"
 #include "backend/memory/host_allocator.h"
+#include "backend/sanitizer/allocation_numbers.h"
 #include "backend/sanitizer/composite_scopes.h"
 #include "backend/sanitizer/findings.h"
 #include "backend/sanitizer/init_tracking.h"
@@ -35,7 +36,6 @@ struct State {
   std::mutex mu;
   ShadowMemory shadow;                                             // guarded by mu
   std::unordered_map<std::uintptr_t, AllocationNote> allocations;  // by first byte; guarded by mu
-  std::uint64_t next_allocation = 1;                               // guarded by mu
   // What capturing streams queued, by capture id: replayed as one task (guarded by mu).
   std::unordered_map<std::uint64_t, std::vector<std::shared_ptr<const TaskNote>>> captures;
   InitTracking init;  // guarded by mu
@@ -265,7 +265,7 @@ void sanitizer_allocated(void* ptr, std::size_t bytes, const vdev::rt::Stream& s
   State& st = state();
   std::lock_guard<std::mutex> lock(st.mu);
   const auto at = reinterpret_cast<std::uintptr_t>(ptr);
-  const std::uint64_t id = st.next_allocation++;
+  const std::uint64_t id = take_allocation_number();
   st.allocations[at] = AllocationNote{id, bytes, {}};
   if (sanitizing_init()) st.init.allocated(at, bytes, id, std::move(stack));
 }
@@ -317,12 +317,6 @@ void forget_sanitizer_state() {
   st.shadow.clear();
   st.captures.clear();
   st.init.clear();
-}
-
-std::uint64_t sanitizer_next_allocation_id() {
-  State& st = state();
-  std::lock_guard<std::mutex> lock(st.mu);
-  return st.next_allocation;
 }
 
 std::size_t sanitizer_shadow_cells() {

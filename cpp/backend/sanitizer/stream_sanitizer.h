@@ -92,9 +92,6 @@ void sanitizer_host_wrote(void* ptr, std::size_t bytes);
 // Drops every record (the tools were switched off, or on afresh).
 void forget_sanitizer_state();
 
-// The id the next allocation will get (composite_scopes.h).
-std::uint64_t sanitizer_next_allocation_id();
-
 // For tests and benchmarks: cells in the shadow memory, allocations tracked.
 VDEV_BACKEND_API std::size_t sanitizer_shadow_cells();
 
