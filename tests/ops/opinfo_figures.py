@@ -1,6 +1,6 @@
 """Counts the rows test_opinfo.py wrote with VDEV_OPINFO_ROWS=DIR: per check, the (operator,
 dtype) pairs that pass, fail, have no CPU reference, or have nothing to check; and the error
-inputs. The figures the README quotes.
+inputs. The figures docs/conformance.md quotes.
 
     VDEV_OPINFO_ROWS=/tmp/rows python -m pytest tests/ops/test_opinfo.py
     python tests/ops/opinfo_figures.py /tmp/rows

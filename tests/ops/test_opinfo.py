@@ -9,7 +9,7 @@ inputs, and noncontiguous inputs. Each failure is listed, with its reason, in
 opinfo_expected_failures.txt; a test fails for a failure that is not listed and for a listed one
 that now passes (remove it from the list). A crash of the sweep fails the test (it runs in its
 own process). VDEV_OPINFO_ROWS=DIR writes each sweep's rows to DIR/DTYPE.jsonl, for the figures in
-the README (counted by tests/ops/opinfo_figures.py).
+docs/conformance.md (counted by tests/ops/opinfo_figures.py).
 """
 
 import json
