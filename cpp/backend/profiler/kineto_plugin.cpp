@@ -34,7 +34,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <memory>
 #include <set>
@@ -42,6 +41,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/common/json_text.h"
 #include "backend/profiler/device_timeline.h"
 #include "runtime/device.h"
 
@@ -138,24 +138,6 @@ libkineto::GenericTraceActivity make_activity(ActivityType type, const std::stri
   a.endTime = end;
   a.linked = op;
   return a;
-}
-
-// A JSON string's contents: a profile's device name is the user's text.
-std::string json_escaped(const std::string& s) {
-  std::string out;
-  for (const char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
 }
 
 // The graph replays of a session by stream, to find the replay that ran a task (a task a replay
@@ -285,8 +267,8 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
     for (int d = 0; d < n; ++d) {
       const vdev::rt::DeviceProperties& p = vdev::rt::device_properties(d);
       if (d > 0) json += ",";
-      json += "{\"id\": " + std::to_string(d) + ", \"name\": \"" + json_escaped(p.name) +
-              "\", \"totalGlobalMem\": " + std::to_string(p.total_memory) +
+      json += "{\"id\": " + std::to_string(d) + ", \"name\": " + json_string(p.name) +
+              ", \"totalGlobalMem\": " + std::to_string(p.total_memory) +
               ", \"computeMajor\": " + std::to_string(p.major) +
               ", \"computeMinor\": " + std::to_string(p.minor) +
               ", \"numSms\": " + std::to_string(p.multi_processor_count) + "}";

@@ -7,39 +7,11 @@
 #include <mutex>
 #include <string>
 
+#include "backend/common/json_text.h"
 #include "runtime/process.h"
 
 namespace vdev::backend {
 namespace {
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-          out += buf;
-        } else {
-          out += c;  // UTF-8 bytes pass through: JSON text is UTF-8
-        }
-    }
-  }
-  return out + "\"";
-}
 
 struct FileState {
   std::mutex mu;  // a fork lock: a child forked while another thread appends does not inherit it
