@@ -36,3 +36,13 @@ set_target_properties(vdev::torch_cpu PROPERTIES
   INTERFACE_INCLUDE_DIRECTORIES "${VDEV_TORCH_DIR}/include;${VDEV_TORCH_DIR}/include/torch/csrc/api/include"
   INTERFACE_LINK_LIBRARIES vdev::c10)
 set_target_properties(vdev::torch_python PROPERTIES INTERFACE_LINK_LIBRARIES vdev::torch_cpu)
+
+# The torch release this build is for (torch/version.py's __version__, e.g. 2.14.1+cu130), read
+# without importing torch: written into torch_vdev/_build_info.py, which the import-time check
+# (python/torch_vdev/_compat/__init__.py) compares with the torch that loads the wheel.
+file(STRINGS "${VDEV_TORCH_DIR}/version.py" _vdev_torch_version_line REGEX "^__version__ = ")
+string(REGEX REPLACE "^__version__ = '([^']+)'.*$" "\\1" VDEV_TORCH_VERSION "${_vdev_torch_version_line}")
+if(VDEV_TORCH_VERSION STREQUAL "" OR VDEV_TORCH_VERSION STREQUAL _vdev_torch_version_line)
+  message(FATAL_ERROR "torch_vdev: no __version__ in ${VDEV_TORCH_DIR}/version.py")
+endif()
+message(STATUS "torch_vdev: building against torch ${VDEV_TORCH_VERSION}")

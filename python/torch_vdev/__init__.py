@@ -9,8 +9,8 @@ directly does the same, which is what to do when autoloading is disabled with
 import torch  # noqa: F401  (first: torch's libraries must be loaded before torch_vdev._C)
 
 from torch_vdev._registration import register as _register
+from torch_vdev._version import VERSION as __version__
 
 _register()
 
-__version__ = "0.1.0"
 __all__ = ["__version__"]

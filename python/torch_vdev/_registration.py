@@ -1,10 +1,10 @@
 """One-time registration of the vdev backend with torch (idempotent, thread-safe).
 
-Steps, in order: load the native extension (which registers the kernels, device guard, allocator
-and hooks), rename PrivateUse1 to ``vdev``, install ``torch.vdev``, generate the
-``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, share vdev tensors sent to other processes,
-print vdev tensors as the capability profile allows, list vdev's profiler activity only while a
-device is available, register the vccl collectives backend,
+Steps, in order: check that this build is for the installed torch, load the native extension
+(which registers the kernels, device guard, allocator and hooks), rename PrivateUse1 to ``vdev``,
+install ``torch.vdev``, generate the ``Tensor.vdev()`` / ``Tensor.is_vdev`` style methods, share
+vdev tensors sent to other processes, print vdev tensors as the capability profile allows, list
+vdev's profiler activity only while a device is available, register the vccl collectives backend,
 prepare torch.compile's registrations (made when Dynamo and Inductor are first used) and register
 the exit handler. Every step either succeeds or raises; none of them can fail silently.
 """
@@ -62,6 +62,11 @@ def register() -> None:
             return
         import torch
 
+        # First: a build for another torch release fails here with what to do, not at loading
+        # libtorch_vdev (an undefined symbol) nor half-registered.
+        from torch_vdev._compat import check_torch_release
+
+        check_torch_release()
         from torch_vdev import _C  # noqa: F401  (loads libtorch_vdev: kernels, guard, hooks)
         from torch_vdev import vdev as device_module
 

@@ -152,6 +152,32 @@ def test_a_function_mutating_a_non_static_input_runs_without_graphs(replays):
     assert counters["inductor"]["cudagraph_skips"] >= 1
 
 
+@pytest.mark.skipif(
+    not hasattr(torch._inductor.config.triton, "cudagraph_trees_generation_cloning"),
+    reason="torch 2.14's triton.cudagraph_trees_generation_cloning",
+)
+def test_with_generation_cloning_outputs_of_earlier_calls_stay_readable(replays):
+    # CUDA's trees then clone live outputs out of the pool at a new generation; vdev's graphs do
+    # not clone, so they step aside rather than report an overwritten output a GPU would not.
+    compiled = torch.compile(lambda x: x * 2, mode="reduce-overhead")
+    x = torch.ones(4, device="vdev")
+    with torch._inductor.config.patch(
+        {"triton.cudagraph_trees_generation_cloning": "user_visible"}
+    ):
+        outs = [compiled(x) for _ in range(3)]
+    assert [o.sum().item() for o in outs] == [8.0, 8.0, 8.0]
+    assert replays == {"replays": 0, "captures": 0}
+    assert counters["inductor"]["cudagraph_skips"] >= 1
+
+
+def test_graph_policy_refuses_an_argument_no_torch_release_passes():
+    from torch_vdev._compat.compile import graph_policy_options
+
+    graph_policy_options({"kernel_free_cudagraph": False, "user_visible_output_idxs": ()})
+    with pytest.raises(TypeError, match="no_such_option"):
+        graph_policy_options({"no_such_option": 1})
+
+
 def test_a_moved_parameter_is_read_at_its_new_address_after_recording_again(replays):
     model = torch.nn.Linear(6, 3).to("vdev")
     compiled = torch.compile(model, mode="reduce-overhead")

@@ -557,7 +557,12 @@ def test_a_bad_device_is_refused_and_the_signature_is_cudas():
 
     ours = inspect.signature(memory._record_memory_history)
     cudas = inspect.signature(torch.cuda.memory._record_memory_history)
-    assert list(ours.parameters) == list(cudas.parameters)
+    # torch 2.14 added record_pinned_host_memory and record_cuda: vdev takes them with every torch.
+    assert list(ours.parameters)[: len(cudas.parameters)] == list(cudas.parameters)
+    assert list(ours.parameters)[len(cudas.parameters) :] in (
+        [],
+        ["record_pinned_host_memory", "record_cuda"],
+    )
     assert list(inspect.signature(memory._snapshot).parameters) == [
         "device",
         "augment_with_fx_traces",
@@ -801,3 +806,15 @@ def test_export_memory_timeline_writes_files_for_vdev(tmp_path):
     with gzip.open(tmp_path / "timeline.raw.json.gz", "rt") as f:
         assert json.load(f)
     assert y.shape == (256, 256)
+
+
+def test_record_cuda_false_leaves_the_recording_and_pinned_history_warns():
+    memory._record_memory_history("all")
+    try:
+        memory._record_memory_history(None, record_cuda=False)  # left as it is: still recording
+        torch.empty(4, device="vdev")
+        assert memory._snapshot()["device_traces"][0], "recording was stopped"
+        with pytest.warns(UserWarning, match="pinned host memory"):
+            memory._record_memory_history("all", record_pinned_host_memory=True)
+    finally:
+        memory._record_memory_history(None)

@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
 from sweeps import expected_failures_by_check, run_sweep
 
 HERE = Path(__file__).resolve().parent
@@ -29,6 +30,8 @@ DTYPES = [
     "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64", "bool",
     "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz",
 ]  # fmt: skip
+if hasattr(torch, "bcomplex32"):  # torch 2.14's experimental dtype (OpInfo: only `to` on CUDA)
+    DTYPES.append("bcomplex32")
 CHECKS = ["forward", "strides", "variants", "backward", "fwad", "out"]
 
 

@@ -62,6 +62,16 @@ IMPL_FLAGS = ("foreach", "fused", "differentiable")
 EXPECTED_FAILURES: dict[tuple[str, str, str], str] = {}
 
 
+def diverges(name: str, config: dict) -> bool:
+    """Configurations not compared: LBFGS maximizing this file's loss, which is unbounded above
+    (the complex parameter's term). Its line searches take steps large enough that the parameters
+    overflow to +-inf within the steps on both devices, and past an overflow (inf - inf = nan) the
+    values depend on the order of the reductions' sums (vdev's kernels run with another thread
+    count than the host's), not on the device: a comparison would pass or fail by chance. torch
+    2.14's optim_db added such configurations ("maximize", "maximize_strong_wolfe")."""
+    return name == "LBFGS" and bool(config.get("maximize"))
+
+
 def expected_failure(name: str, desc: str, impl: str) -> str | None:
     return EXPECTED_FAILURES.get((name, desc, impl)) or EXPECTED_FAILURES.get((name, "*", impl))
 
@@ -177,6 +187,8 @@ class TestOptimDbVdev(TestCase):
         with_complex = optim_info.supports_complex and impl not in ("fused", "sparse")
         passed, failed = [], {}
         for desc, config in inputs:
+            if diverges(name, config):
+                continue
             ref_kwargs = {k: v for k, v in deepcopy(config).items() if k != "capturable"}
             kwargs = deepcopy(config)
             for flag in IMPL_FLAGS:

@@ -2,6 +2,8 @@
 
 from importlib.metadata import entry_points
 
+import pytest
+
 from conftest import run_python
 
 
@@ -66,3 +68,28 @@ def test_loading_failure_shows_the_real_cause():
     assert r.returncode != 0
     assert "Failed to load the backend extension: vdev" in r.stderr
     assert "torch_vdev._C" in r.stderr  # the underlying ImportError is chained, not hidden
+
+
+def test_a_process_group_naming_vccl_loads_vdev_with_autoload_off():
+    # torch 2.14's c10d loads the torch.distributed.backends entry point named after an unknown
+    # backend (Backend._ensure_backend_registered); 2.13 has no such lookup.
+    import torch.distributed as dist
+
+    if not hasattr(dist.Backend, "_ensure_backend_registered"):
+        pytest.skip("torch 2.13 does not load torch.distributed.backends entry points")
+    eps = [ep for ep in entry_points(group="torch.distributed.backends") if ep.name == "vccl"]
+    assert len(eps) == 1 and eps[0].value == "torch_vdev._autoload:_autoload"
+    r = run_python(
+        """
+        import sys, torch, torch.distributed as dist
+        assert "torch_vdev" not in sys.modules
+        dist.init_process_group("vccl", store=dist.HashStore(), rank=0, world_size=1)
+        x = torch.ones(3, device="vdev")
+        dist.all_reduce(x)
+        print(dist.get_backend(), x.sum().item())
+        dist.destroy_process_group()
+        """,
+        env={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "vccl 3.0"

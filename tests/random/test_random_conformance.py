@@ -244,6 +244,12 @@ RANDOM_OPINFOS = [
     "torch.ops.aten._flash_attention_forward",
     "uniform",
 ]
+# OpInfos of later torch releases (absent from 2.13's op_db).
+RANDOM_OPINFOS += [
+    name
+    for name in ["torch.ops.aten._scaled_dot_product_flash_attention_for_cpu"]  # torch 2.14
+    if any(op.name == name for op in op_db)
+]
 # No sample runs on CPU (CPU has no such kernel, and vdev runs CPU's kernels): nothing to compare.
 NO_CPU_KERNEL = {
     "torch.ops.aten._efficient_attention_forward",

@@ -2,6 +2,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/zeros.h>
 #include <c10/core/ScalarType.h>
 #include <c10/core/TensorImpl.h>
 #include <c10/util/Exception.h>
@@ -57,8 +58,8 @@ void check_same_seed(uint64_t current, uint64_t seed) {
 }  // namespace
 
 VdevGeneratorImpl::VdevGeneratorImpl(c10::DeviceIndex device, c10::intrusive_ptr<PhiloxState> state)
-    : c10::GeneratorImpl(c10::Device(device_type(), device),
-                         c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
+    : GeneratorBase(c10::Device(device_type(), device),
+                    c10::DispatchKeySet(c10::DispatchKey::PrivateUse1)),
       state_(std::move(state)) {}
 
 void VdevGeneratorImpl::set_current_seed(uint64_t seed) {
@@ -159,6 +160,27 @@ RandomDraw VdevGeneratorImpl::reserve() {
   const RandomDraw draw{state_->seed, state_->offset};
   state_->offset += kOffsetPerDraw;
   return draw;
+}
+
+void VdevGeneratorImpl::reserve_philox_state(uint64_t increment, at::Tensor& seed,
+                                             at::Tensor& offset, at::Tensor& intragraph_offset) {
+  TORCH_CHECK_NOT_IMPLEMENTED(capture_on(device().index()) == 0,
+                              "Generator.philox_state during a vdev graph capture is not supported "
+                              "by vdev (CUDA's returns device tensors that each replay refills)");
+  // A multiple of 4 (one Philox counter step per 4 values), wrapping modulo 2**64 as CUDA's.
+  const uint64_t advance = increment + (4 - increment % 4) % 4;
+  uint64_t reserved_seed = 0;
+  uint64_t reserved_offset = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    reserved_seed = state_->seed;
+    reserved_offset = state_->offset;
+    state_->offset += advance;
+  }
+  const auto int64_cpu = at::TensorOptions().dtype(at::kLong);
+  seed = at::empty({1}, int64_cpu).fill_(static_cast<int64_t>(reserved_seed));
+  offset = at::empty({1}, int64_cpu).fill_(static_cast<int64_t>(reserved_offset));
+  intragraph_offset = at::zeros({1}, int64_cpu);
 }
 
 VdevGeneratorImpl* VdevGeneratorImpl::clone_impl() const {

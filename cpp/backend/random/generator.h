@@ -31,11 +31,12 @@
 #include <optional>
 
 #include "backend/common/export.h"
+#include "backend/common/torch_release.h"
 #include "backend/random/philox_state.h"
 
 namespace vdev::backend {
 
-class VdevGeneratorImpl final : public c10::GeneratorImpl {
+class VdevGeneratorImpl final : public torch_release::GeneratorBase<VdevGeneratorImpl> {
  public:
   VdevGeneratorImpl(c10::DeviceIndex device, c10::intrusive_ptr<PhiloxState> state);
 
@@ -55,6 +56,13 @@ class VdevGeneratorImpl final : public c10::GeneratorImpl {
 
   // Reserves the next counter range for one random operator.
   RandomDraw reserve();
+  // torch.Generator.philox_state(increment) (torch 2.14 and later, common/torch_release.h), as
+  // CUDA's outside a capture: reserves `increment` values rounded up to a multiple of 4 and
+  // returns (seed, offset, 0) as 1-element int64 CPU tensors (uint64 bits). During a capture on
+  // the generator's device it raises: CUDA's returns device tensors that every replay refills,
+  // which vdev's graphs do not keep (backend/random/graph_draws.h).
+  void reserve_philox_state(uint64_t increment, at::Tensor& seed, at::Tensor& offset,
+                            at::Tensor& intragraph_offset);
   const c10::intrusive_ptr<PhiloxState>& state() const { return state_; }
   // For the default generators: keeps the current state alive for the rest of the process and
   // registers its lock with the fork handler (runtime/process.h), so that a forked child (a data

@@ -12,7 +12,8 @@ What a wrapped function does (``GraphedFunction``), following cudagraph trees' r
   Static inputs (parameters, buffers, marked static addresses) are read in place; if one moves,
   the graph is recorded again, up to ``triton.cudagraph_unexpected_rerecord_limit`` times.
 * A function that mutates a non-static input runs without graphs ("skipping cudagraphs due to
-  mutated inputs"), as on CUDA.
+  mutated inputs"), as on CUDA; so does every function while torch 2.14's
+  ``triton.cudagraph_trees_generation_cloning`` is set (torch_vdev._compat.compile).
 * Outputs live in the graph's memory. Each replay hands out new, non-owning storages over it. A new
   *generation* (a new top-level ``torch.compile`` call, unless a forward still waits for its
   backward, or a ``torch.compiler.cudagraph_mark_step_begin()``) marks every output storage of the
@@ -41,6 +42,7 @@ from typing import Any
 
 import torch
 
+from torch_vdev._compat.compile import generation_cloning_reason, graph_policy_options
 from torch_vdev.compile import torch_internals
 
 config = torch_internals.get("torch._inductor.config")
@@ -318,7 +320,9 @@ class GraphedFunction:
         constants: Sequence[torch.Tensor] = (),
         placeholders: Sequence[Any] = (),
         mutated_input_idxs: Sequence[int] = (),
+        **later_releases_options: Any,  # torch_vdev._compat.compile.graph_policy_options
     ) -> None:
+        graph_policy_options(later_releases_options)
         self.model = model
         self.static_input_idxs = frozenset(static_input_idxs)
         self.device_index = device_index
@@ -331,9 +335,12 @@ class GraphedFunction:
         self.constants = tuple(constants)
         self.warned_instances = False
         mutated = [i for i in mutated_input_idxs if i not in self.static_input_idxs]
-        self.disabled = bool(mutated)
+        cloning = generation_cloning_reason(config)
+        self.disabled = bool(mutated) or cloning is not None
         if mutated:
             log_cudagraph_skip_and_bump_counter(get_mutation_stack_trace(placeholders, mutated))
+        elif cloning is not None:
+            log_cudagraph_skip_and_bump_counter(cloning)
 
     def capture_stream(self) -> torch.Stream:
         return _capture_stream(self.device_index)

@@ -16,9 +16,11 @@ and every module there reaches torch's internals through this one, by target nam
 
 A name that is not in the manifest raises ``KeyError``: a new reach gets its entry first.
 ``tests/compile/test_torch_internals.py`` checks that every target still exists, with the members
-vdev uses and the signature recorded here, that every entry is used where it says, and that no
-other module of ``torch_vdev.compile`` reaches torch's internals directly. A torch upgrade starts
-here: run that test, then re-verify each entry (its ``verified`` version) against the new sources.
+vdev uses and the signature recorded here for the installed release, that every entry is used
+where it says, and that no other module of ``torch_vdev.compile`` reaches torch's internals
+directly. Supporting a new torch release starts here: run that test against it, re-verify each
+entry against the new sources, and add the release to the entry's ``verified`` (and a signature
+that changed to its ``signature`` table); ``torch_vdev._compat.compile`` takes what differs.
 
 Private uses outside torch.compile stay where they are (they are not compile-related); they are
 listed in ``ELSEWHERE`` and existence-checked by the same test:
@@ -51,8 +53,11 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-# The torch release every entry was verified against (torch is pinned to it in pyproject.toml).
-TORCH_VERIFIED = "2.13.0"
+from torch_vdev._compat.releases import SUPPORTED, public_version
+
+# The torch releases an entry was verified against unless it says otherwise: every supported one
+# (each torch-vdev build is pinned to one of them, python/torch_vdev/_compat/releases.py).
+TORCH_VERIFIED: tuple[str, ...] = SUPPORTED
 
 # What Inductor's C++ scheduling writes to define a kernel in the Python wrapper code it generates
 # (see the entry of AsyncCompile.cpp_pybinding); inductor_backend.py rewrites it for vdev kernels.
@@ -68,16 +73,25 @@ class Internal:
     it; ``why``: why nothing public does; ``where``: the files of this repository that use it
     (relative to its root); ``signature``: for a callable, its parameters as ``signature()``
     writes them (None where Python cannot inspect it: a builtin); ``members``: the attributes of
-    the target vdev uses or overrides; ``verified``: the torch release it was checked against."""
+    the target vdev uses or overrides; ``verified``: the torch releases it was checked against.
+    Where the signature differs between releases, ``signature`` is a table from each release
+    (``releases.SUPPORTED``'s spelling) to its signature."""
 
     target: str
     use: str
     what: str
     why: str
     where: tuple[str, ...]
-    signature: str | None = None
+    signature: str | dict[str, str] | None = None
     members: tuple[str, ...] = ()
-    verified: str = TORCH_VERIFIED
+    verified: tuple[str, ...] = TORCH_VERIFIED
+
+    def signature_in(self, torch_version: str) -> str | None:
+        """The signature recorded for torch ``torch_version`` (None: not recorded; KeyError for a
+        release the table does not list)."""
+        if isinstance(self.signature, dict):
+            return self.signature[public_version(torch_version)]
+        return self.signature
 
 
 _COMPILE_DIR = "python/torch_vdev/compile/"
@@ -705,6 +719,11 @@ MANIFEST_ENTRIES: tuple[Internal, ...] = (
 
 # Private torch uses outside torch.compile (see the module's docstring): not reached through this
 # module, existence-checked by the same test.
+_PG_HELPER = (
+    "(group_size, group_rank, global_ranks_in_group, backend, store, group_name, "
+    "backend_options=None, timeout=None, pg_tag=None, device_id=None, group_desc=None)"
+)
+
 ELSEWHERE: tuple[Internal, ...] = (
     Internal(
         "torch._register_device_module",
@@ -783,10 +802,12 @@ ELSEWHERE: tuple[Internal, ...] = (
         "wrapped: groups made for vdev with no backend named get vccl as their default",
         "the default backend type of such a group is chosen with NCCL hard-coded",
         ("python/torch_vdev/distributed/__init__.py",),
-        signature=(
-            "(group_size, group_rank, global_ranks_in_group, backend, store, group_name, "
-            "backend_options=None, timeout=None, pg_tag=None, device_id=None, group_desc=None)"
-        ),
+        # 2.14 added enable_reconfigure (the wrapper passes every argument through).
+        signature={
+            "2.13.0": _PG_HELPER,
+            "2.14.1": _PG_HELPER[:-1] + ", enable_reconfigure=False)",
+            "2.15.0": _PG_HELPER[:-1] + ", enable_reconfigure=False)",
+        },
     ),
     Internal(
         "torch.distributed.distributed_c10d.BackendConfig",

@@ -379,8 +379,20 @@ def _record_memory_history_impl(
     compile_context: bool = False,
     global_record_annotations: bool = False,
     skip_actions: list[str] | None = None,
+    record_pinned_host_memory: bool = False,
+    record_cuda: bool = True,
 ) -> None:
     _check_choice("enabled", enabled, (None, "state", "all"))
+    if record_pinned_host_memory:
+        # torch 2.14's pinned host history (HostAllocator::record_history): a warning, not an
+        # error, so that a program written for CUDA still runs; its snapshot lacks host segments.
+        warnings.warn(
+            "vdev does not record the history of pinned host memory "
+            "(record_pinned_host_memory=True): the device history is recorded as usual",
+            stacklevel=3,
+        )
+    if not record_cuda:  # CUDA's: the device allocator's recording is left as it is
+        return
     _check_choice("context", context, tuple(_CONTEXTS))
     _check_choice("stacks", stacks, ("python", "all"))
     max_entries = _check_max_entries(max_entries)
@@ -452,6 +464,9 @@ def _record_memory_history(enabled: str | None = "all", *args: Any, **kwargs: An
         global_record_annotations: record ``torch.profiler.record_function`` annotations of
             every thread (by default those of the calling thread).
         skip_actions: action names not to record.
+        record_pinned_host_memory: (torch 2.14's) not recorded by vdev: warns.
+        record_cuda: ``False`` leaves the device allocator's recording as it is (torch 2.14's
+            name, kept for programs written for CUDA).
 
     ``enabled=True``/``False`` takes torch.cuda's older arguments (``record_context``,
     ``trace_alloc_max_entries``, ``trace_alloc_record_context``, ``record_context_cpp``, ...).
