@@ -2,6 +2,7 @@
 as CUDA does (empty, empty_strided and resize_ growth: NaN for floating types, the largest value
 for integers)."""
 
+import inspect
 import re
 import warnings
 
@@ -112,8 +113,10 @@ ALERTS = {
         grad_of(lambda x: F.interpolate(x, scale_factor=2, mode="linear"), 1, 1, 4),
         "upsample_linear1d_backward_out_cuda",
     ),
-    "interpolate bicubic backward": (
-        grad_of(lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), 1, 1, 4, 4),
+    # The operator itself: from torch 2.15 on, F.interpolate(mode="bicubic") of a non-CPU tensor
+    # takes a deterministic decomposition in deterministic mode, on CUDA and vdev alike (below).
+    "upsample_bicubic2d backward": (
+        grad_of(lambda x: torch._C._nn.upsample_bicubic2d(x, None, False, [2.0, 2.0]), 1, 1, 4, 4),
         "upsample_bicubic2d_backward_out_cuda",
     ),
     "reflection pad 1d backward": (
@@ -308,3 +311,18 @@ def test_without_deterministic_mode_nothing_alerts():
     for call, _ in ALERTS.values():
         call()
     torch.vdev.synchronize()
+
+
+def test_interpolate_bicubic_takes_torchs_deterministic_path_where_torch_has_one(deterministic):
+    # torch 2.15's F.interpolate decomposes bicubic upsampling of a non-CPU tensor in
+    # deterministic mode (torch/nn/functional.py), so CUDA does not alert; before, its backward
+    # kernel did, and so does vdev.
+    decomposes = "upsample_bicubic2d_vec" in inspect.getsource(F.interpolate)
+    x = torch.randn(1, 1, 4, 4, device=D, requires_grad=True)
+    if decomposes:
+        F.interpolate(x, scale_factor=2, mode="bicubic").sum().backward()
+        torch.vdev.synchronize()
+        assert x.grad.shape == x.shape
+    else:
+        with pytest.raises(RuntimeError, match="upsample_bicubic2d_backward_out_cuda"):
+            F.interpolate(x, scale_factor=2, mode="bicubic").sum().backward()

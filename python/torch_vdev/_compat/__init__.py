@@ -1,6 +1,6 @@
 """Where torch releases differ for vdev: the import-time release check, and one module per layer
-for each difference between the supported releases (``releases.SUPPORTED``), keyed by
-``TORCH_RELEASE``, so that the rest of torch_vdev reads as if there were one torch.
+for the differences between the supported releases (``releases.SUPPORTED``), so that the rest of
+torch_vdev reads as if there were one torch.
 
 Modules: ``releases`` (the supported releases; imports nothing), ``compile`` (Inductor's graph
 policy). The C++ layers' differences are in cpp/backend/common/torch_release.h; the private torch
@@ -11,10 +11,6 @@ torch_vdev/compile/torch_internals.py. docs/torch-releases.md lists what each re
 from __future__ import annotations
 
 from torch_vdev._compat.releases import SUPPORTED, public_version
-
-
-def _release_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in public_version(version).split(".")[:3])
 
 
 def mismatch_message(built_for: str, installed: str, vdev_version: str) -> str | None:
@@ -47,10 +43,3 @@ def check_torch_release() -> None:
     message = mismatch_message(_build_info.TORCH_VERSION, torch.__version__, _version.VERSION)
     if message is not None:
         raise RuntimeError(message)
-
-
-def torch_release() -> tuple[int, ...]:
-    """The installed torch's release as (major, minor, patch): what the layer modules key on."""
-    import torch
-
-    return _release_tuple(torch.__version__)
