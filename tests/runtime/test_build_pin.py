@@ -1,4 +1,4 @@
-"""tools/build/vdev_torch_pin.py: which torch a build compiles against and pins its wheel to."""
+"""tools/packaging/vdev_torch_pin.py: which torch a build compiles against and pins its wheel to."""
 
 import importlib.util
 import sysconfig
@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def pin():
     spec = importlib.util.spec_from_file_location(
-        "vdev_torch_pin", ROOT / "tools/build/vdev_torch_pin.py"
+        "vdev_torch_pin", ROOT / "tools/packaging/vdev_torch_pin.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -5,7 +5,7 @@ it by path without importing torch or torch_vdev).
 A build of torch-vdev is pinned to the torch it was compiled against: its C++ library links
 libtorch's unversioned symbols, and one release's headers do not describe another's classes (2.14
 added a virtual method to ``c10::GeneratorImpl``). A release not listed here is refused at build
-time (tools/build/vdev_torch_pin.py) rather than half-built.
+time (tools/packaging/vdev_torch_pin.py) rather than half-built.
 """
 
 # Oldest first. Adding a release: docs/torch-releases.md says what to check.
