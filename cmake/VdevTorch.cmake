@@ -14,7 +14,7 @@ execute_process(
   OUTPUT_STRIP_TRAILING_WHITESPACE
   RESULT_VARIABLE _vdev_torch_rc)
 if(NOT _vdev_torch_rc EQUAL 0 OR VDEV_TORCH_DIR STREQUAL "")
-  message(FATAL_ERROR "torch_vdev: torch is not installed for ${Python_EXECUTABLE}; install torch==2.13.0 first")
+  message(FATAL_ERROR "torch_vdev: torch is not installed for ${Python_EXECUTABLE}; install a supported torch first (python/torch_vdev/_compat/releases.py)")
 endif()
 message(STATUS "torch_vdev: using torch at ${VDEV_TORCH_DIR}")
 
@@ -41,7 +41,7 @@ set_target_properties(vdev::torch_python PROPERTIES INTERFACE_LINK_LIBRARIES vde
 # without importing torch: written into torch_vdev/_build_info.py, which the import-time check
 # (python/torch_vdev/_compat/__init__.py) compares with the torch that loads the wheel.
 file(STRINGS "${VDEV_TORCH_DIR}/version.py" _vdev_torch_version_line REGEX "^__version__ = ")
-string(REGEX REPLACE "^__version__ = '([^']+)'.*$" "\\1" VDEV_TORCH_VERSION "${_vdev_torch_version_line}")
+string(REGEX REPLACE "^__version__ = ['\"]([^'\"]+)['\"].*$" "\\1" VDEV_TORCH_VERSION "${_vdev_torch_version_line}")
 if(VDEV_TORCH_VERSION STREQUAL "" OR VDEV_TORCH_VERSION STREQUAL _vdev_torch_version_line)
   message(FATAL_ERROR "torch_vdev: no __version__ in ${VDEV_TORCH_DIR}/version.py")
 endif()

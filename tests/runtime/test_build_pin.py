@@ -33,22 +33,54 @@ def test_supported_releases_are_one_list(pin):
     assert pin.SUPPORTED == SUPPORTED and pin.DEFAULT == DEFAULT and DEFAULT in SUPPORTED
 
 
+def target(monkeypatch, site):
+    """The environment the wheel goes into: its site-packages are `site`."""
+    monkeypatch.delenv("VDEV_TORCH_RELEASE", raising=False)
+    monkeypatch.setattr(
+        sysconfig, "get_paths", lambda *a, **k: {"purelib": str(site), "platlib": str(site)}
+    )
+
+
 @pytest.mark.parametrize("release", SUPPORTED)
 def test_an_isolated_build_uses_the_torch_already_in_the_target_environment(
     pin, tmp_path, monkeypatch, release
 ):
-    site = site_with_torch(tmp_path, f"{release}+cu130")
-    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {"purelib": str(site)})
+    target(monkeypatch, site_with_torch(tmp_path, f"{release}+cu130"))
     assert pin.get_requires_for_dynamic_metadata({}) == [f"torch=={release}"]
 
 
-@pytest.mark.parametrize("installed", [None, "2.12.0", "2.16.0"])
-def test_an_isolated_build_uses_the_default_without_a_supported_torch(
+def test_torch_in_platlib_only_is_found(pin, tmp_path, monkeypatch):
+    site = site_with_torch(tmp_path, "2.14.1")
+    monkeypatch.delenv("VDEV_TORCH_RELEASE", raising=False)
+    monkeypatch.setattr(
+        sysconfig,
+        "get_paths",
+        lambda *a, **k: {"purelib": str(tmp_path / "x"), "platlib": str(site)},
+    )
+    assert pin.get_requires_for_dynamic_metadata({}) == ["torch==2.14.1"]
+
+
+def test_a_fresh_environment_gets_the_default(pin, tmp_path, monkeypatch):
+    target(monkeypatch, tmp_path)
+    assert pin.get_requires_for_dynamic_metadata({}) == [f"torch=={DEFAULT}"]
+
+
+@pytest.mark.parametrize("installed", ["2.12.0", "2.16.0"])
+def test_an_unsupported_torch_in_the_target_is_refused_not_replaced(
     pin, tmp_path, monkeypatch, installed
 ):
-    site = site_with_torch(tmp_path, installed) if installed else tmp_path
-    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: {"purelib": str(site)})
-    assert pin.get_requires_for_dynamic_metadata({}) == [f"torch=={DEFAULT}"]
+    target(monkeypatch, site_with_torch(tmp_path, installed))
+    with pytest.raises(RuntimeError, match=f"has torch {installed}"):
+        pin.get_requires_for_dynamic_metadata({})
+
+
+def test_vdev_torch_release_chooses_for_other_front_ends(pin, tmp_path, monkeypatch):
+    target(monkeypatch, site_with_torch(tmp_path, "2.13.0"))
+    monkeypatch.setenv("VDEV_TORCH_RELEASE", "2.15.0")
+    assert pin.get_requires_for_dynamic_metadata({}) == ["torch==2.15.0"]
+    monkeypatch.setenv("VDEV_TORCH_RELEASE", "2.15")
+    with pytest.raises(RuntimeError, match="VDEV_TORCH_RELEASE has torch 2.15"):
+        pin.get_requires_for_dynamic_metadata({})
 
 
 def test_the_wheel_is_pinned_to_the_build_environments_torch(pin, monkeypatch):

@@ -5,19 +5,23 @@ wheel to the torch it is compiled against.
 (``also``). The torch of the build is the one in the build environment, read from its metadata
 without importing it (an import costs seconds and would autoload an installed torch-vdev).
 
-Which torch an isolated build (``pip install .``) gets is ``get_requires_for_dynamic_metadata``'s
-answer: the torch already installed where the wheel is going, when it is a supported release, so
-that installing torch-vdev never replaces a user's torch; otherwise ``DEFAULT`` of
-python/torch_vdev/_compat/releases.py. pip runs this hook with the target environment's
-interpreter, whose ``purelib`` is that environment's site-packages even under build isolation;
-other front ends (``python -m build``, uv) run it in a build environment of their own and get the
-default. ``pip install --no-build-isolation .`` does not call it: the build uses the torch
-installed.
+Which torch an isolated build gets is ``get_requires_for_dynamic_metadata``'s answer:
+
+* ``VDEV_TORCH_RELEASE``, when set (a supported release): for front ends that build in an
+  environment of their own (``python -m build``, uv) and so cannot see the target's torch;
+* else the torch already installed where the wheel is going, so that ``pip install .`` does not
+  replace it: pip runs this hook with the target environment's interpreter, whose site-packages
+  (purelib and platlib) stay readable under build isolation. An unsupported torch there is
+  refused here, naming the supported releases, rather than replaced by the default;
+* else ``DEFAULT`` of python/torch_vdev/_compat/releases.py (a fresh environment).
+
+``pip install --no-build-isolation .`` does not call the hook: the build uses the torch installed.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import runpy
 import sysconfig
 from pathlib import Path
@@ -45,10 +49,18 @@ def _unsupported(version: str, where: str) -> RuntimeError:
 
 
 def get_requires_for_dynamic_metadata(settings: dict | None = None) -> list[str]:
-    target = _torch_version([sysconfig.get_paths()["purelib"]])
-    if target is not None and public_version(target) in SUPPORTED:
-        return [f"torch=={public_version(target)}"]
-    return [f"torch=={DEFAULT}"]
+    asked = os.environ.get("VDEV_TORCH_RELEASE")
+    if asked:
+        if asked not in SUPPORTED:
+            raise _unsupported(asked, "VDEV_TORCH_RELEASE")
+        return [f"torch=={asked}"]
+    paths = sysconfig.get_paths()
+    target = _torch_version(list(dict.fromkeys([paths["purelib"], paths["platlib"]])))
+    if target is None:
+        return [f"torch=={DEFAULT}"]
+    if public_version(target) not in SUPPORTED:
+        raise _unsupported(target, "the environment torch-vdev is installed into")
+    return [f"torch=={public_version(target)}"]
 
 
 def dynamic_metadata(field: str, settings: dict | None = None) -> list[str]:

@@ -24,18 +24,11 @@ POLICY_ARGUMENTS_SINCE_2_13: dict[str, tuple[str, str]] = {
         "which outputs the user sees, for config.triton.cudagraph_trees_generation_cloning; vdev "
         "honours that setting by running without graphs (generation_cloning_reason)",
     ),
-    "cudagraph_managed_input_rerecord_limit": (
-        "2.15.0",
-        "when CUDA's trees start copying inputs from another graph's pool: vdev's graphs always "
-        "copy non-static inputs into their own buffers (the 'copy' action, from the first call)",
-    ),
-    "cudagraph_managed_input_rerecord_action": ("2.15.0", "as above"),
-    "cudagraph_initial_mempool_allocation_gb": (
-        "2.15.0",
-        "a size to reserve for CUDA's graph pool up front (fragmentation); vdev's graph pools "
-        "grow as recorded, as with the default (None)",
-    ),
 }
+# torch 2.15's triton.cudagraph_managed_input_rerecord_limit / _action and
+# cudagraph_initial_mempool_allocation_gb reach CUDA's own trees only (compile_fx.cudagraphify),
+# not a policy: vdev's graphs always copy non-static inputs into their own buffers (the "copy"
+# action from the first call) and their pools grow as recorded (the default, None).
 
 
 def graph_policy_options(options: dict[str, Any]) -> None:

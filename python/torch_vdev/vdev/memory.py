@@ -391,14 +391,14 @@ def _record_memory_history_impl(
             "(record_pinned_host_memory=True): the device history is recorded as usual",
             stacklevel=3,
         )
-    if not record_cuda:  # CUDA's: the device allocator's recording is left as it is
-        return
     _check_choice("context", context, tuple(_CONTEXTS))
     _check_choice("stacks", stacks, ("python", "all"))
     max_entries = _check_max_entries(max_entries)
     actions = _check_skip_actions(skip_actions)
     if device is not None:
         _check_device(device)  # history covers every device, as CUDA's
+    if not record_cuda:  # CUDA's: the device allocator's recording is left as it is
+        return
     on = enabled is not None
     _C._record_memory_history(
         on,
