@@ -29,16 +29,17 @@ def site_with_torch(tmp_path, version):
     return tmp_path
 
 
-def test_supported_releases_are_one_list(pin):
-    assert pin.SUPPORTED == SUPPORTED and pin.DEFAULT == DEFAULT and DEFAULT in SUPPORTED
+def test_supported_releases_are_oldest_first_and_hold_the_default():
+    # The provider's error names SUPPORTED[-1] as the release to install: the newest.
+    releases = [tuple(int(p) for p in r.split(".")) for r in SUPPORTED]
+    assert releases == sorted(set(releases)) and DEFAULT in SUPPORTED
 
 
-def target(monkeypatch, site):
-    """The environment the wheel goes into: its site-packages are `site`."""
+def target(monkeypatch, site, platlib=None):
+    """The environment the wheel goes into: its site-packages are `site` (and `platlib`)."""
+    paths = {"purelib": str(site), "platlib": str(platlib or site)}
     monkeypatch.delenv("VDEV_TORCH_RELEASE", raising=False)
-    monkeypatch.setattr(
-        sysconfig, "get_paths", lambda *a, **k: {"purelib": str(site), "platlib": str(site)}
-    )
+    monkeypatch.setattr(sysconfig, "get_paths", lambda *a, **k: paths)
 
 
 @pytest.mark.parametrize("release", SUPPORTED)
@@ -50,13 +51,7 @@ def test_an_isolated_build_uses_the_torch_already_in_the_target_environment(
 
 
 def test_torch_in_platlib_only_is_found(pin, tmp_path, monkeypatch):
-    site = site_with_torch(tmp_path, "2.14.1")
-    monkeypatch.delenv("VDEV_TORCH_RELEASE", raising=False)
-    monkeypatch.setattr(
-        sysconfig,
-        "get_paths",
-        lambda *a, **k: {"purelib": str(tmp_path / "x"), "platlib": str(site)},
-    )
+    target(monkeypatch, tmp_path / "x", platlib=site_with_torch(tmp_path, "2.14.1"))
     assert pin.get_requires_for_dynamic_metadata({}) == ["torch==2.14.1"]
 
 
