@@ -24,6 +24,12 @@ Enabled, it makes every test own its device work:
   ``VDEV_DEVICE_COUNT`` and ``VDEV_DEVICE_MEMORY`` once, at the first device use: the plugin sets
   them before the conftests are imported, and refuses (a usage error) when something used vdev
   earlier (another plugin) and the runtime read other values.
+- **Test harnesses** (``torch_vdev.testing``). The variables Hugging Face's harnesses and
+  accelerate read (``TRANSFORMERS_TEST_DEVICE``, ``DIFFUSERS_TEST_DEVICE``,
+  ``ACCELERATE_TORCH_DEVICE``, ...) are set to vdev where unset, before the conftests are imported,
+  and their device tables are filled as they are imported (``torch_vdev.testing.huggingface``);
+  ``--vdev-bypass-device-restrictions`` turns on PyTorch's switch that runs ``@onlyCUDA`` tests
+  on vdev (``PrivateUse1TestBase.bypass_device_restrictions``).
 """
 
 from __future__ import annotations
@@ -60,6 +66,8 @@ _state_key = pytest.StashKey["_State"]()
 class _State:
     leak_check: bool
     hardware_applied: bool = False
+    harnesses_enabled: bool = False
+    harness_variables: dict[str, str] = field(default_factory=dict)  # those the plugin set
     # Per-test leak-check baseline: allocated bytes per device and the live blocks' identities.
     before_allocated: list[int] = field(default_factory=list)
     before_blocks: set[tuple[int, int, int]] = field(default_factory=set)
@@ -95,12 +103,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="memory of each vdev device, e.g. 512MiB or 4GiB (sets VDEV_DEVICE_MEMORY; implies "
         "--vdev; also: ini vdev_memory)",
     )
+    group.addoption(
+        "--vdev-bypass-device-restrictions",
+        action="store_true",
+        default=None,
+        help="run the tests of PyTorch's harness marked @onlyCUDA (every @onlyOn: @onlyCPU too) "
+        "on vdev instead of skipping them: PrivateUse1TestBase.bypass_device_restrictions "
+        "(implies --vdev; also: ini vdev_bypass_device_restrictions = true)",
+    )
     parser.addini(
         "vdev", "enable torch_vdev.pytest_plugin (see --vdev)", type="bool", default=False
     )
     parser.addini("vdev_leak_check", "see --vdev-leak-check", type="bool", default=False)
     parser.addini("vdev_devices", "see --vdev-devices", default="")
     parser.addini("vdev_memory", "see --vdev-memory", default="")
+    parser.addini(
+        "vdev_bypass_device_restrictions",
+        "see --vdev-bypass-device-restrictions",
+        type="bool",
+        default=False,
+    )
 
 
 # --- enabling ------------------------------------------------------------------------------------
@@ -141,13 +163,22 @@ def _enabled(config: pytest.Config) -> bool:
         return True  # -p, PYTEST_PLUGINS, or pytest_plugins in a conftest: asked for by name
     if _option(config, "vdev") or config.getini("vdev"):
         return True
-    return _leak_check(config) or any(
-        _setting(config, dest) is not None for dest in ("vdev_devices", "vdev_memory")
+    return (
+        _leak_check(config)
+        or _bypass(config)
+        or any(_setting(config, dest) is not None for dest in ("vdev_devices", "vdev_memory"))
     )
 
 
 def _leak_check(config: pytest.Config) -> bool:
     return bool(_option(config, "vdev_leak_check") or config.getini("vdev_leak_check"))
+
+
+def _bypass(config: pytest.Config) -> bool:
+    return bool(
+        _option(config, "vdev_bypass_device_restrictions")
+        or config.getini("vdev_bypass_device_restrictions")
+    )
 
 
 # --- simulated hardware --------------------------------------------------------------------------
@@ -242,6 +273,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
         return
     early_config.stash[_state_key] = _State(leak_check=_leak_check(early_config))
     _apply_hardware(early_config)
+    _enable_harnesses(early_config)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -251,10 +283,11 @@ def pytest_configure(config: pytest.Config) -> None:
     if _state_key not in config.stash:  # registered after the initial conftests were loaded
         config.stash[_state_key] = _State(leak_check=_leak_check(config))
     _apply_hardware(config)
+    _enable_harnesses(config)
     _check_runtime_config(config)
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
     state = config.stash.get(_state_key, None)
     if state is None:
         return None
@@ -262,7 +295,28 @@ def pytest_report_header(config: pytest.Config) -> str | None:
 
     # Not the memory: asking for it would initialize vdev, which the tests should do.
     leak = ", leak check on" if state.leak_check else ""
-    return f"vdev: {torch.vdev.device_count()} device(s), synchronized after each test{leak}"
+    lines = [f"vdev: {torch.vdev.device_count()} device(s), synchronized after each test{leak}"]
+    if state.harness_variables:
+        names = " ".join(f"{k}={v}" for k, v in state.harness_variables.items())
+        lines.append(f"vdev: harness variables set: {names}")
+    return lines
+
+
+# --- test harnesses ------------------------------------------------------------------------------
+
+
+def _enable_harnesses(config: pytest.Config) -> None:
+    """Points the libraries' harnesses at vdev (torch_vdev.testing), once the hardware is set: an
+    adapter may count the devices."""
+    state = config.stash[_state_key]
+    if state.harnesses_enabled:
+        return
+    state.harnesses_enabled = True
+    from torch_vdev import testing
+
+    state.harness_variables = testing.enable()
+    if _bypass(config):
+        testing.bypass_device_restrictions()
 
 
 # --- synchronizing after each phase --------------------------------------------------------------

@@ -1,9 +1,6 @@
 """torch_vdev.pytest_plugin, run on the seeded sample suite (sample_suite/: a late error, leaks)
-in nested pytest processes: which test fails, with what message, and what the run refuses.
-
-Each nested run gets a copy of the samples in a folder of its own with its own pytest.ini, so
-that neither this repository's pyproject.toml (addopts, timeout) nor tests/conftest.py applies
-to it, and the VDEV_* variables of the environment are cleared (as conftest.run_python does).
+in nested pytest processes (nested_pytest.py): which test fails, with what message, and what the
+run refuses.
 
 torch-vdev's pytest11 entry point (pyproject.toml) registers the plugin in every nested run; it
 is enabled by -p, an option or the ini file, and inert otherwise.
@@ -12,97 +9,11 @@ is enabled by -p, an option or the ini file, and inert otherwise.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-SAMPLES = Path(__file__).resolve().parent / "sample_suite"
-REAL = "torch_vdev.pytest_plugin"
-USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR
-CLEARED = (
-    "VDEV_DEVICE_COUNT",
-    "VDEV_DEVICE_MEMORY",
-    "VDEV_PROFILE",
-    "VDEV_OOM_AFTER",
-    "VDEV_DIST_FAULT",
-    "VDEV_LAUNCH_BLOCKING",
-    "VDEV_SANITIZER",
-    "TORCH_DEVICE_BACKEND_AUTOLOAD",
-    "PYTEST_ADDOPTS",
-    "PYTEST_PLUGINS",
-)
-
-
-@dataclass
-class Run:
-    returncode: int
-    output: str
-    outcomes: dict[str, tuple[str, str]]  # test name: (passed/failed/error/skipped, report text)
-
-    def outcome(self, test: str) -> str:
-        assert test in self.outcomes, f"{test} did not run:\n{self.output[-3000:]}"
-        return self.outcomes[test][0]
-
-    def report(self, test: str) -> str:
-        self.outcome(test)
-        return self.outcomes[test][1]
-
-
-def _site(root: Path) -> Path:
-    """A folder for PYTHONPATH: `early_vdev_user`, a plugin that uses vdev as it is imported."""
-    site = root / "site"
-    site.mkdir()
-    (site / "early_vdev_user.py").write_text("import torch\n\ntorch.vdev.device_count()\n")
-    return site
-
-
-def run_suite(
-    root: Path,
-    samples: list[str],
-    args: list[str],
-    *,
-    ini: str = "",
-    conftest: str | None = None,
-    env: dict[str, str] | None = None,
-) -> Run:
-    suite = root / "suite"
-    suite.mkdir(parents=True)
-    for name in samples:
-        shutil.copy(SAMPLES / name, suite / name)
-    (suite / "pytest.ini").write_text(f"[pytest]\npython_files = sample_*.py\n{ini}\n")
-    if conftest is not None:
-        (suite / "conftest.py").write_text(conftest)
-    full_env = {k: v for k, v in os.environ.items() if k not in CLEARED}
-    full_env["PYTHONPATH"] = str(_site(root))
-    full_env.update(env or {})
-    junit = root / "junit.xml"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--junitxml={junit}"]
-        + args,
-        cwd=suite,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    outcomes: dict[str, tuple[str, str]] = {}
-    if junit.exists():
-        for case in ET.parse(junit).iter("testcase"):
-            outcome, text = "passed", ""
-            for child in case:
-                if child.tag in ("failure", "error", "skipped"):
-                    outcome = {"failure": "failed"}.get(child.tag, child.tag)
-                    text = f"{child.get('message', '')}\n{child.text or ''}"
-                    break
-            outcomes[case.get("name", "")] = (outcome, text)
-    return Run(done.returncode, done.stdout + done.stderr, outcomes)
-
+from nested_pytest import REAL, USAGE_ERROR, Run, run_suite
 
 # --- queued errors and leaks: one run with the plugin, one without -------------------------------
 

@@ -14,24 +14,17 @@
   Dynamo's and Inductor's internals through it, and its manifest lists each reach.
 
 None is imported by ``import torch`` (importing ``torch._dynamo`` costs over a second): all are
-installed by post-import actions (a finder on ``sys.meta_path`` that wraps the loader of the
-module they wait for, and runs them once it has been imported): the device interface once the
+installed by post-import actions (``torch_vdev._post_import``: they run once the module they
+wait for has been imported): the device interface once the
 ``torch._dynamo`` package has been imported, before anything is traced, and Inductor's backend
 once ``torch._inductor.compile_fx`` has been. Nothing here is imported by ``torch.vdev``.
 """
 
 from __future__ import annotations
 
-import functools
-import importlib.abc
-import importlib.machinery
-import sys
-import threading
 import warnings
-from collections.abc import Callable
-from types import ModuleType
-from typing import Any
 
+from torch_vdev._post_import import run_after_import as _run_after_import
 from torch_vdev.compile import torch_internals
 
 _DYNAMO = torch_internals.hooked_module("torch._dynamo")
@@ -41,8 +34,6 @@ _OUTPUT_CODE = torch_internals.hooked_module("torch._inductor.output_code")
 # What every compilation imports before it lowers a graph (and no torch module imports while
 # Inductor initialises): once it has been imported, everything the backend imports has been too.
 _COMPILE_FX = torch_internals.hooked_module("torch._inductor.compile_fx")
-_lock = threading.Lock()
-_after_import: dict[str, Callable[[], None]] = {}  # module name -> run once it has been imported
 
 
 def _register_device_interface() -> None:
@@ -87,60 +78,6 @@ def _register_inductor_backend() -> None:
             f"torch_vdev: Inductor cannot generate code for vdev: {e!r}",
             stacklevel=2,
         )
-
-
-def _run_after_import(name: str, action: Callable[[], None]) -> None:
-    """Runs ``action`` now if module ``name`` has been imported, else right after it is."""
-    with _lock:
-        module = sys.modules.get(name)
-        if module is None:
-            if not _after_import:
-                sys.meta_path.insert(0, _PostImportHook())
-            _after_import[name] = action
-            return
-    action()
-
-
-class _RunningLoader(importlib.abc.Loader):
-    """Wraps a module's loader: runs its post-import action once the module has been imported."""
-
-    def __init__(self, loader: Any, action: Callable[[], None]) -> None:
-        self._loader = loader
-        self._action = action
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: ModuleType) -> None:
-        self._loader.exec_module(module)
-        self._action()
-
-    def __getattr__(self, name: str) -> Any:  # get_source, get_filename, ... for tracebacks
-        return getattr(self._loader, name)
-
-
-class _PostImportHook(importlib.abc.MetaPathFinder):
-    """Finds the modules that have a post-import action with the other finders and wraps their
-    loaders; the action is taken off only when the module is really loaded (a find_spec alone,
-    as importlib.util.find_spec does, imports nothing)."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        with _lock:
-            if fullname not in _after_import:
-                return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _RunningLoader(spec.loader, functools.partial(_loaded, fullname))
-        return spec
-
-
-def _loaded(name: str) -> None:
-    with _lock:
-        action = _after_import.pop(name, None)
-        if not _after_import:
-            sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _PostImportHook)]
-    if action is not None:
-        action()
 
 
 def install() -> None:

@@ -1,0 +1,78 @@
+"""Plugging vdev into the test harnesses libraries already have (docs/testing-your-library.md).
+
+torch_vdev's pytest plugin (``--vdev``, ``vdev = true``) calls ``enable()`` before a suite's
+conftests are imported; without pytest (``python -m unittest``, a harness's own runner) a
+conftest or the runner's first lines can call it, or the variables of ``environment()`` can be
+set by hand. What it does, for each harness:
+
+* **Hugging Face transformers and diffusers**: sets ``TRANSFORMERS_TEST_DEVICE``,
+  ``DIFFUSERS_TEST_DEVICE`` (and their ``*_TEST_BACKEND``, which import torch_vdev where autoloading
+  is off) to ``vdev`` when unset; ``huggingface`` fills transformers' device tables.
+* **accelerate and PEFT**: sets ``ACCELERATE_TORCH_DEVICE=vdev`` when unset (``PartialState``, and
+  so ``Accelerator`` and transformers' ``Trainer``, put models there) and ``huggingface`` makes
+  their harness (``get_backend()``, ``torch_device``, ``require_*``) see vdev.
+* **PyTorch's harness** (``instantiate_device_type_tests``): nothing is needed, vdev is its
+  ``PrivateUse1TestBase``; ``bypass_device_restrictions()`` is its switch that runs the tests
+  marked ``@onlyCUDA`` (and every ``@onlyOn``) on vdev too.
+
+``python -m torch_vdev.testing`` prints the variables (``env``) or the path of the device spec
+file Hugging Face's harnesses import (``hf-spec``).
+
+Thread rules: call from the thread that configures the run, before the suite imports its harness.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEVICE = "vdev"
+
+# Each harness's own variable, and what vdev sets it to when it is unset.
+ENVIRONMENT: dict[str, str] = {
+    "TRANSFORMERS_TEST_DEVICE": DEVICE,
+    "TRANSFORMERS_TEST_BACKEND": "torch_vdev",
+    "DIFFUSERS_TEST_DEVICE": DEVICE,
+    "DIFFUSERS_TEST_BACKEND": "torch_vdev",
+    "ACCELERATE_TORCH_DEVICE": DEVICE,
+}
+
+
+def environment() -> dict[str, str]:
+    """The variables that make the harnesses use vdev, as ``enable()`` sets them."""
+    return dict(ENVIRONMENT)
+
+
+def hf_spec_path() -> Path:
+    """The device spec file of Hugging Face's harnesses (``*_TEST_DEVICE_SPEC``), in the wheel."""
+    return Path(__file__).resolve().parent / "hf_device_spec.py"
+
+
+def enable() -> dict[str, str]:
+    """Sets each harness variable that is unset, installs the Hugging Face adapters, and returns
+    the variables it set (those already set are the user's choice, and win)."""
+    set_now = {}
+    for variable, value in ENVIRONMENT.items():
+        if variable not in os.environ:
+            os.environ[variable] = value
+            set_now[variable] = value
+    from torch_vdev.testing import huggingface
+
+    huggingface.install()
+    return set_now
+
+
+def bypass_device_restrictions() -> None:
+    """PyTorch's switch for a PrivateUse1 backend: ``PrivateUse1TestBase.bypass_device_restrictions
+    = True`` makes every ``@onlyOn`` decorator (``@onlyCUDA``, ``@onlyCPU``, ``@onlyMPS``, ...) run
+    its test on vdev instead of skipping it. Set once torch's common_device_type is imported."""
+    from torch_vdev import _post_import
+
+    module = "torch.testing._internal.common_device_type"
+
+    def bypass() -> None:
+        import sys
+
+        sys.modules[module].PrivateUse1TestBase.bypass_device_restrictions = True
+
+    _post_import.run_after_import(module, bypass)

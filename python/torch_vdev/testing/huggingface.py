@@ -1,0 +1,274 @@
+"""The one boundary between vdev and the Hugging Face libraries' test harnesses.
+
+transformers and diffusers take a third-party device from a variable (``TRANSFORMERS_TEST_DEVICE``,
+``DIFFUSERS_TEST_DEVICE``: set by torch_vdev's pytest plugin), but transformers' device tables
+(``backend_device_count``, ``backend_memory_allocated``, ...) answer for an unknown device with
+defaults (one device, no memory), and a spec file can fill only three of them. accelerate's test
+harness (``accelerate.test_utils.testing``), which PEFT's uses too, knows a fixed ladder of
+devices and no hook at all: ``get_backend()`` answers ``("cpu", 1, ...)`` on a machine whose
+accelerator is vdev, and its decorators (``require_non_cpu``, ``require_single_device``,
+``require_multi_device``) skip every device test. PEFT's ``infer_device()`` has the same ladder.
+
+This module fills those in, and every attribute it touches is an entry of ``MANIFEST``: the
+module and attribute, what vdev does there, whether the adapter needs it, and the library
+versions it was verified against. ``install()`` registers, for each library, a post-import action
+(``torch_vdev._post_import``) that runs as soon as the harness module has been imported, before a
+test module's ``from accelerate.test_utils import torch_device`` copies a value, and that first
+checks the installed version against the manifest: a required target that is missing or is no
+longer what the adapter expects (a table, a function) raises ``HarnessAdapterError``, naming the
+library, its version, the target and the versions verified, instead of running the suite on the
+wrong device. A version not verified whose targets all fit is used as it is.
+
+Which libraries see vdev follows each one's own variable: transformers' tables are filled when
+``TRANSFORMERS_TEST_DEVICE`` names vdev (or is unset), accelerate and PEFT are adapted when
+``ACCELERATE_TORCH_DEVICE`` (the variable accelerate's ``PartialState`` reads) names vdev. The
+pytest plugin sets all of them when they are unset; setting one to another device (``cpu``)
+leaves that library as it is.
+
+Thread rules: ``install()`` is called once, from the thread that configures the run (pytest's
+main thread); the actions run on the importing thread, under the import lock.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from torch_vdev import _post_import
+from torch_vdev.testing import hf_device_spec as spec
+
+DEVICE = spec.DEVICE_NAME
+
+
+class HarnessAdapterError(RuntimeError):
+    """An installed library no longer has what vdev's adapter for its test harness expects."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """One attribute of a library's test harness that the adapter sets or fills.
+
+    ``kind``: ``table`` (a dict from device name to a function or value: a ``vdev`` entry is
+    added), ``function`` (replaced), ``value`` (a module global computed at import, replaced);
+    ``required``: whether the adapter is wrong without it (an optional one, missing in some
+    versions, is left out); ``verified``: the library versions it was checked against."""
+
+    distribution: str
+    module: str
+    attribute: str
+    kind: str
+    what: str
+    required: bool
+    verified: tuple[str, ...]
+
+
+_TRANSFORMERS = ("5.24.0",)
+_ACCELERATE = ("1.15.0",)
+_PEFT = ("0.21.2",)
+
+
+def _table(attribute: str, spec_name: str, required: bool) -> Target:
+    return Target(
+        "transformers",
+        "transformers.testing_utils",
+        attribute,
+        "table",
+        f"vdev's entry: hf_device_spec.{spec_name}",
+        required,
+        _TRANSFORMERS,
+    )
+
+
+# transformers' device tables and the spec name each vdev entry comes from.
+_TABLES = {
+    "BACKEND_MANUAL_SEED": ("MANUAL_SEED_FN", True),
+    "BACKEND_EMPTY_CACHE": ("EMPTY_CACHE_FN", True),
+    "BACKEND_DEVICE_COUNT": ("DEVICE_COUNT_FN", True),
+    "BACKEND_MEMORY_ALLOCATED": ("MEMORY_ALLOCATED_FN", False),
+    "BACKEND_MAX_MEMORY_ALLOCATED": ("MAX_MEMORY_ALLOCATED_FN", False),
+    "BACKEND_RESET_MAX_MEMORY_ALLOCATED": ("RESET_MAX_MEMORY_ALLOCATED_FN", False),
+    "BACKEND_RESET_PEAK_MEMORY_STATS": ("RESET_PEAK_MEMORY_STATS_FN", False),
+    "BACKEND_SYNCHRONIZE": ("SYNCHRONIZE_FN", False),
+    "BACKEND_TORCH_ACCELERATOR_MODULE": ("ACCELERATOR_MODULE", False),
+}
+
+_TESTING = "accelerate.test_utils.testing"
+
+MANIFEST: tuple[Target, ...] = (
+    *(_table(table, name, required) for table, (name, required) in _TABLES.items()),
+    Target(
+        "accelerate",
+        _TESTING,
+        "get_backend",
+        "function",
+        'answers ("vdev", torch.vdev.device_count(), torch.vdev.memory_allocated); PEFT\'s '
+        "harness calls it at its import",
+        True,
+        _ACCELERATE,
+    ),
+    *(
+        Target("accelerate", _TESTING, name, "value", what, True, _ACCELERATE)
+        for name, what in (
+            ("torch_device", '"vdev": require_non_cpu, require_single_device read it'),
+            ("device_count", "torch.vdev.device_count(): require_multi_device reads it"),
+            ("memory_allocated_func", "torch.vdev.memory_allocated"),
+        )
+    ),
+    Target(
+        "accelerate",
+        _TESTING,
+        "DEFAULT_LAUNCH_COMMAND",
+        "value",
+        "get_launch_command(num_processes=<vdev's device count>), as accelerate computes it",
+        False,
+        _ACCELERATE,
+    ),
+    Target(
+        "peft",
+        "peft.utils.other",
+        "infer_device",
+        "function",
+        '"vdev" (the ladder it replaces knows cuda, mps, mlu, xpu, npu, then cpu)',
+        True,
+        _PEFT,
+    ),
+)
+
+
+def targets(distribution: str) -> list[Target]:
+    return [t for t in MANIFEST if t.distribution == distribution]
+
+
+def version(distribution: str, module: ModuleType | None = None) -> str:
+    """The installed version of ``distribution``: its metadata, else its module's __version__."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return str(getattr(module, "__version__", "unknown"))
+
+
+def _fits(target: Target, module: ModuleType) -> str | None:
+    """Why ``target`` does not fit the imported module, or None."""
+    if not hasattr(module, target.attribute):
+        return "is missing"
+    value = getattr(module, target.attribute)
+    if target.kind == "table" and not isinstance(value, dict):
+        return f"is a {type(value).__name__}, not a table (dict) of devices"
+    if target.kind == "function" and not callable(value):
+        return f"is a {type(value).__name__}, not a function"
+    return None
+
+
+def check(distribution: str, module_name: str) -> list[Target]:
+    """The targets of ``module_name`` that the adapter can set; raises HarnessAdapterError when a
+    required one does not fit the installed version."""
+    module = sys.modules[module_name]
+    usable = []
+    for target in targets(distribution):
+        if target.module != module_name:
+            continue
+        problem = _fits(target, module)
+        if problem is None:
+            usable.append(target)
+        elif target.required:
+            installed = version(distribution, sys.modules.get(distribution))
+            raise HarnessAdapterError(
+                f"torch_vdev's adapter for {distribution}'s test harness does not fit "
+                f"{distribution} {installed}: {target.module}.{target.attribute} {problem} "
+                f"(the adapter was verified with {distribution} "
+                f"{', '.join(target.verified)}; its manifest: torch_vdev.testing.huggingface). "
+                f"Run without it ({_OPT_OUT[distribution]}=cpu) or use a torch-vdev that "
+                f"supports {distribution} {installed}."
+            )
+    return usable
+
+
+_OPT_OUT = {
+    "transformers": "TRANSFORMERS_TEST_DEVICE",
+    "accelerate": "ACCELERATE_TORCH_DEVICE",
+    "peft": "ACCELERATE_TORCH_DEVICE",
+}
+
+
+def _names_vdev(variable: str, unset: bool) -> bool:
+    value = os.environ.get(variable)
+    if value is None:
+        return unset
+    return value.split(":")[0] == DEVICE
+
+
+# --- the actions ---------------------------------------------------------------------------------
+
+
+def _adapt_transformers() -> None:
+    module = sys.modules["transformers.testing_utils"]
+    for target in check("transformers", module.__name__):
+        spec_name, _ = _TABLES[target.attribute]
+        getattr(module, target.attribute)[DEVICE] = getattr(spec, spec_name)
+
+
+def _vdev_backend() -> tuple[str, int, Callable[..., int]]:
+    import torch
+
+    return DEVICE, torch.vdev.device_count(), torch.vdev.memory_allocated
+
+
+def _adapt_accelerate() -> None:
+    module = sys.modules[_TESTING]
+    usable = {t.attribute for t in check("accelerate", _TESTING)}
+    device, count, allocated = _vdev_backend()
+    values: dict[str, Any] = {
+        "get_backend": _vdev_backend,
+        "torch_device": device,
+        "device_count": count,
+        "memory_allocated_func": allocated,
+    }
+    if "DEFAULT_LAUNCH_COMMAND" in usable and callable(getattr(module, "get_launch_command", 0)):
+        values["DEFAULT_LAUNCH_COMMAND"] = module.get_launch_command(
+            num_processes=count, monitor_interval=0.1
+        )
+    # The package re-exports these (``from .testing import ...``). When the action runs as
+    # testing.py finishes, the package has not copied them yet; when accelerate.test_utils was
+    # imported before the adapter was installed, its copies are replaced too.
+    package = sys.modules.get(_TESTING.rpartition(".")[0])
+    for name, value in values.items():
+        if name in usable:
+            setattr(module, name, value)
+            if package is not None and hasattr(package, name):
+                setattr(package, name, value)
+
+
+def _adapt_peft() -> None:
+    module = sys.modules["peft.utils.other"]
+    check("peft", module.__name__)
+
+    def infer_device() -> str:
+        return DEVICE
+
+    infer_device.__doc__ = "vdev (torch_vdev.testing.huggingface: PEFT's ladder knows no vdev)"
+    module.infer_device = infer_device
+    # Copies made before the adapter was installed (peft.utils re-exports it).
+    for name in ("peft.utils", "peft"):
+        other = sys.modules.get(name)
+        if other is not None and hasattr(other, "infer_device"):
+            other.infer_device = infer_device
+
+
+def install() -> list[str]:
+    """Registers the adapters of the libraries whose variable names vdev (or, for transformers,
+    is unset); each runs once its harness module is imported (now, if it has been). Returns the
+    modules adapted or waited for."""
+    wanted = []
+    if _names_vdev("TRANSFORMERS_TEST_DEVICE", unset=True):
+        wanted.append(("transformers.testing_utils", _adapt_transformers))
+    if _names_vdev("ACCELERATE_TORCH_DEVICE", unset=False):
+        wanted.append((_TESTING, _adapt_accelerate))
+        wanted.append(("peft.utils.other", _adapt_peft))
+    for module, action in wanted:
+        _post_import.run_after_import(module, action)
+    return [module for module, _ in wanted]

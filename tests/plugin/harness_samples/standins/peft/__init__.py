@@ -1,0 +1,3 @@
+"""Stand-in for peft (see ../README.md)."""
+
+__version__ = "0.21.2"
