@@ -271,12 +271,28 @@ def test_the_bypass_switch_runs_onlycuda_tests_on_vdev(tmp_path: Path, args: lis
     assert "synchronized after each test" in got.output
 
 
-def test_pytorchs_own_runner_runs_the_vdev_variants_without_pytest(tmp_path: Path):
+HW_CLASSIFICATION = hasattr(
+    importlib.import_module("torch.testing._internal.common_utils"), "HardwareClassification"
+)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        pytest.param(
+            ["--hw-classification", "ACCELERATOR"],
+            marks=pytest.mark.skipif(not HW_CLASSIFICATION, reason="torch 2.15 and later"),
+        ),
+    ],
+    ids=["plain", "hw-classification"],
+)
+def test_pytorchs_own_runner_runs_the_vdev_variants_without_pytest(tmp_path: Path, args):
     shutil.copy(SUITES / "sample_pytorch.py", tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VDEV_", "PYTORCH_TEST"))}
     env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "privateuse1"
     done = subprocess.run(
-        [sys.executable, "sample_pytorch.py", "-v"],
+        [sys.executable, "sample_pytorch.py", "-v", *args],
         cwd=tmp_path,
         env=env,
         capture_output=True,
@@ -286,6 +302,8 @@ def test_pytorchs_own_runner_runs_the_vdev_variants_without_pytest(tmp_path: Pat
     assert done.returncode == 0, done.stderr[-3000:]
     assert "test_scale_vdev_float32 (__main__.TestScalePRIVATEUSE1" in done.stderr
     assert "TestScaleCPU" not in done.stderr  # only the PrivateUse1 variants
+    # The classification is inherited by the instantiated classes: the generic class is left out.
+    assert ("test_no_device" in done.stderr) == (not args)
 
 
 # --- the device spec file, for the harnesses' own runners -----------------------------------------
