@@ -7,10 +7,13 @@ adapters fill in a test harness's device tables once a test suite imports it (be
 ``from ... import torch_device`` copies them). ``run_after_import(name, action)`` runs ``action``
 now if ``name`` has been imported, else right after it is: a finder on ``sys.meta_path`` (there
 only while an action waits) wraps the module's loader, and the action runs once the module's code
-has run. An action that raises makes the import raise: the importer sees the error.
+has run. An action that raises makes the import raise (the importer sees the error), and stays
+registered: the next import of the module runs it again.
 
-Thread rules: registering is safe from any thread (one lock); an action runs on the thread that
-imports its module, once.
+Thread rules: registering takes one lock and may happen on any thread, but not while another
+thread is running the module's own code (it would run at once, on the half-imported module:
+register before the import starts, or on the importing thread); an action runs on the thread
+that imports its module, once it succeeds.
 """
 
 from __future__ import annotations
@@ -85,5 +88,15 @@ def _loaded(name: str) -> None:
         actions = _after_import.pop(name, [])
         if not _after_import:
             sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _PostImportHook)]
-    for action in actions:
-        action()
+    for i, action in enumerate(actions):
+        try:
+            action()
+        except BaseException:
+            # The import fails, and Python forgets the module: the next import of it runs its
+            # code again, and must run the actions again (an adapter that refuses a version
+            # refuses it at every import, not only the first one).
+            with _lock:
+                if not _after_import:
+                    sys.meta_path.insert(0, _PostImportHook())
+                _after_import.setdefault(name, [])[:0] = actions[i:]
+            raise

@@ -315,8 +315,22 @@ def _enable_harnesses(config: pytest.Config) -> None:
     from torch_vdev import testing
 
     state.harness_variables = testing.enable()
+    late = testing.read_before_set(state.harness_variables)
+    if late:
+        raise pytest.UsageError(
+            f"{'; '.join(late)}. The plugin was loaded after a conftest had imported the harness "
+            "(pytest_plugins in a conftest, with PYTEST_DISABLE_PLUGIN_AUTOLOAD set): load it "
+            "with -p torch_vdev.pytest_plugin, or set the variable in pytest's environment"
+        )
     if _bypass(config):
         testing.bypass_device_restrictions()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    # The variables the plugin set go with the run (a pytest run inside a process goes on).
+    state = config.stash.get(_state_key, None)
+    for variable in state.harness_variables if state is not None else ():
+        os.environ.pop(variable, None)
 
 
 # --- synchronizing after each phase --------------------------------------------------------------

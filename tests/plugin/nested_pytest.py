@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SAMPLES = Path(__file__).resolve().parent / "sample_suite"
-REAL = "torch_vdev.pytest_plugin"
+PLUGIN = "torch_vdev.pytest_plugin"
 USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR
 CLEARED = (
     "VDEV_DEVICE_COUNT",

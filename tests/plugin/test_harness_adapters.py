@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from nested_pytest import Run, run_suite
+from nested_pytest import CLEARED, USAGE_ERROR, Run, run_suite
 
 HERE = Path(__file__).resolve().parent / "harness_samples"
 SUITES = HERE / "suites"
 STANDINS = HERE / "standins"
 REAL = os.environ.get("VDEV_TEST_HARNESSES") == "real"
 HF = ["sample_accelerate.py", "sample_peft.py", "sample_transformers.py"]
-ALL = [*HF, "sample_diffusers.py", "sample_timm.py", "sample_pytorch.py"]
+ALL = [*HF, "sample_diffusers.py", "sample_timm.py"]
 
 
 def _libraries_or_skip() -> None:
@@ -60,10 +60,6 @@ def run(
         source=SUITES,
         pythonpath=[] if REAL else [standins],
     )
-
-
-def outcomes(run: Run, prefix: str = "") -> dict[str, str]:
-    return {name: o for name, (o, _) in run.outcomes.items() if name.startswith(prefix)}
 
 
 # --- one switch: --vdev ---------------------------------------------------------------------------
@@ -116,16 +112,6 @@ def test_with_the_plugin_each_harness_runs_its_device_tests_on_vdev(with_plugin:
     assert "harness variables set: TRANSFORMERS_TEST_DEVICE=vdev" in with_plugin.output
 
 
-def test_pytorchs_harness_runs_the_privateuse1_variants_on_vdev(with_plugin: Run):
-    ran = outcomes(with_plugin, "test_")
-    assert ran["test_scale_vdev_float32"] == ran["test_scale_vdev_float16"] == "passed"
-    assert ran["test_scale_cpu_float32"] == "passed"  # the CPU variants too, unless filtered
-    assert ran["test_two_devices_vdev"] == "passed"  # deviceCountAtLeast(2): vdev's devices
-    # Without PyTorch's switch, @onlyCUDA skips on vdev, as it does on every PrivateUse1 device.
-    assert ran["test_marked_cuda_but_device_generic_vdev"] == "skipped"
-    assert "Only runs on cuda" in with_plugin.report("test_marked_cuda_but_device_generic_vdev")
-
-
 def test_one_device_runs_the_single_device_tests_and_skips_the_multi_device_ones(tmp_path: Path):
     got = run(tmp_path, HF, ["--vdev-devices", "1"])
     assert got.outcome("test_single_device") == "passed", got.output[-3000:]
@@ -149,6 +135,47 @@ def test_a_harness_variable_already_set_wins(tmp_path: Path, variable: str, skip
     # The other libraries still see vdev.
     other = "test_memory_tables_follow_the_device" if "ACCEL" in variable else "test_multi_device"
     assert got.outcome(other) == "passed"
+
+
+def test_a_harness_imported_before_the_plugin_is_adapted_in_its_copies_too(tmp_path: Path):
+    # A plugin named with -p is imported before the plugin installs the adapters: accelerate's
+    # harness, and the package's copies of its globals, exist already.
+    site = tmp_path / "early"
+    site.mkdir()
+    (site / "early_accelerate_user.py").write_text("import accelerate.test_utils  # noqa: F401\n")
+    _libraries_or_skip()
+    got = run_suite(
+        tmp_path / "run",
+        ["sample_accelerate.py"],
+        ["-p", "early_accelerate_user", "--vdev", "sample_accelerate.py"],
+        source=SUITES,
+        pythonpath=[site] if REAL else [site, STANDINS],
+    )
+    assert got.outcome("test_a_model_runs_on_the_accelerator") == "passed", got.output[-3000:]
+    assert got.outcome("test_multi_device") == "passed"
+
+
+def test_a_plugin_enabled_after_the_harness_read_its_variable_is_a_usage_error(tmp_path: Path):
+    # Without the entry point, a conftest's pytest_plugins loads the plugin after that conftest
+    # imported transformers' harness, which read TRANSFORMERS_TEST_DEVICE (unset: cpu) already.
+    conftest = "import transformers.testing_utils  # noqa: F401\n\n"
+    conftest += 'pytest_plugins = ["torch_vdev.pytest_plugin"]\n'
+    _libraries_or_skip()
+    got = run_suite(
+        tmp_path,
+        ["sample_transformers.py"],
+        ["--vdev", "sample_transformers.py"],
+        conftest=conftest,
+        env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        source=SUITES,
+        pythonpath=[] if REAL else [STANDINS],
+    )
+    assert got.returncode == USAGE_ERROR, got.output[-3000:]
+    assert "TRANSFORMERS_TEST_DEVICE=vdev: transformers.testing_utils was imported before" in (
+        got.output
+    )
+    assert "its torch_device is 'cpu'" in got.output and "-p torch_vdev.pytest_plugin" in got.output
+    assert not got.outcomes
 
 
 # --- capability probes answer as the profile's device would ---------------------------------------
@@ -204,8 +231,6 @@ def test_an_accelerate_that_no_longer_fits_is_refused_naming_what_changed(tmp_pa
     testing = standins / "accelerate" / "test_utils" / "testing.py"
     testing.write_text(testing.read_text().replace("def get_backend(", "def _get_backend("))
     testing.write_text(testing.read_text().replace("= get_backend()", "= _get_backend()"))
-    init = standins / "accelerate" / "test_utils" / "__init__.py"
-    init.write_text(init.read_text().replace("    get_backend,\n", ""))
     (standins / "accelerate-1.15.0.dist-info").rename(standins / "accelerate-9.0.0.dist-info")
     meta = standins / "accelerate-9.0.0.dist-info" / "METADATA"
     meta.write_text(meta.read_text().replace("1.15.0", "9.0.0"))
@@ -232,80 +257,6 @@ def test_every_manifest_target_exists_in_the_installed_libraries():
             assert target in usable, f"{target.module}.{target.attribute} in {installed}"
 
 
-# --- PyTorch's harness: filters and the switch for @onlyCUDA --------------------------------------
-
-
-def test_pytorch_testing_device_only_for_selects_vdevs_variants(tmp_path: Path):
-    # "vdev" here; "privateuse1" (PyTorch's name for it, which the filter accepts too) below.
-    got = run(
-        tmp_path,
-        ["sample_pytorch.py"],
-        ["--vdev"],
-        env={"PYTORCH_TESTING_DEVICE_ONLY_FOR": "vdev"},
-    )
-    ran = outcomes(got, "test_")
-    assert ran and all(name.split("[")[0].find("_vdev") > 0 for name in ran), ran
-    assert ran["test_scale_vdev_float32"] == "passed"
-
-
-@pytest.mark.parametrize(
-    "args, ini",
-    [
-        (["--vdev-bypass-device-restrictions"], ""),
-        ([], "vdev_bypass_device_restrictions = true"),
-    ],
-    ids=["option", "ini"],
-)
-def test_the_bypass_switch_runs_onlycuda_tests_on_vdev(tmp_path: Path, args: list[str], ini: str):
-    got = run(
-        tmp_path,
-        ["sample_pytorch.py"],
-        [*args, "-v"],  # -v cancels the nested run's -q: the report header shows
-        env={"PYTORCH_TESTING_DEVICE_ONLY_FOR": "privateuse1"},
-        ini=ini,
-    )
-    assert got.outcome("test_marked_cuda_but_device_generic_vdev") == "passed", got.output[-3000:]
-    # PyTorch's switch lifts every @onlyOn: a test that is really CPU-only runs on vdev and fails.
-    assert got.outcome("test_cpu_only_vdev") == "failed"
-    # The switch alone enables the plugin: a queued error would fail its own test.
-    assert "synchronized after each test" in got.output
-
-
-HW_CLASSIFICATION = hasattr(
-    importlib.import_module("torch.testing._internal.common_utils"), "HardwareClassification"
-)
-
-
-@pytest.mark.parametrize(
-    "args",
-    [
-        [],
-        pytest.param(
-            ["--hw-classification", "ACCELERATOR"],
-            marks=pytest.mark.skipif(not HW_CLASSIFICATION, reason="torch 2.15 and later"),
-        ),
-    ],
-    ids=["plain", "hw-classification"],
-)
-def test_pytorchs_own_runner_runs_the_vdev_variants_without_pytest(tmp_path: Path, args):
-    shutil.copy(SUITES / "sample_pytorch.py", tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VDEV_", "PYTORCH_TEST"))}
-    env["PYTORCH_TESTING_DEVICE_ONLY_FOR"] = "privateuse1"
-    done = subprocess.run(
-        [sys.executable, "sample_pytorch.py", "-v", *args],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "test_scale_vdev_float32 (__main__.TestScalePRIVATEUSE1" in done.stderr
-    assert "TestScaleCPU" not in done.stderr  # only the PrivateUse1 variants
-    # The classification is inherited by the instantiated classes: the generic class is left out.
-    assert ("test_no_device" in done.stderr) == (not args)
-
-
 # --- the device spec file, for the harnesses' own runners -----------------------------------------
 
 
@@ -322,9 +273,10 @@ def test_hf_spec_prints_the_spec_file_that_transformers_loads(tmp_path: Path):
     suite = tmp_path / "spec"
     shutil.copytree(SUITES, suite)
     shutil.copy(spec, suite / "vdev_spec.py")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VDEV_", "TRANSFORMERS_"))}
+    env = {k: v for k, v in os.environ.items() if k not in CLEARED}
     env["TRANSFORMERS_TEST_DEVICE_SPEC"] = "vdev_spec.py"
-    env["PYTHONPATH"] = "" if REAL else str(STANDINS)
+    if not REAL:
+        env["PYTHONPATH"] = str(STANDINS)
     _libraries_or_skip()
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs"]

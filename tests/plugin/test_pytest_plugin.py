@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from nested_pytest import REAL, USAGE_ERROR, Run, run_suite
+from nested_pytest import PLUGIN, USAGE_ERROR, Run, run_suite
 
 # --- queued errors and leaks: one run with the plugin, one without -------------------------------
 
@@ -23,7 +23,9 @@ def with_plugin(tmp_path_factory: pytest.TempPathFactory) -> Run:
     # The leaks first: the first leaking test is the first to use vdev, which it initializes.
     samples = ["sample_leak.py", "sample_late_error.py"]
     return run_suite(
-        tmp_path_factory.mktemp("with_plugin"), samples, ["-p", REAL, "--vdev-leak-check", *samples]
+        tmp_path_factory.mktemp("with_plugin"),
+        samples,
+        ["-p", PLUGIN, "--vdev-leak-check", *samples],
     )
 
 
@@ -126,7 +128,7 @@ def _hardware(root: Path, args: list[str], **kwargs) -> dict:
 
 
 def test_vdev_devices_and_vdev_memory_set_the_simulated_hardware(tmp_path: Path):
-    seen = _hardware(tmp_path, ["-p", REAL, "--vdev-devices", "3", "--vdev-memory", "64MiB"])
+    seen = _hardware(tmp_path, ["-p", PLUGIN, "--vdev-devices", "3", "--vdev-memory", "64MiB"])
     assert seen == {"device_count": 3, "total_memory": [64 << 20] * 3}
 
 
@@ -155,7 +157,7 @@ def test_the_ini_file_sets_the_hardware_too(tmp_path: Path):
 def test_a_bad_hardware_value_is_a_usage_error_naming_it(
     tmp_path: Path, option: str, value: str, expected: str
 ):
-    run = run_suite(tmp_path, ["sample_inert.py"], ["-p", REAL, option, value])
+    run = run_suite(tmp_path, ["sample_inert.py"], ["-p", PLUGIN, option, value])
     assert run.returncode == USAGE_ERROR, run.output[-3000:]
     assert "ERROR: " in run.output and option in run.output and value in run.output
     assert expected in run.output
@@ -185,7 +187,7 @@ def test_registered_by_the_entry_point_it_stays_inert(tmp_path: Path):
 
 @pytest.mark.parametrize(
     "args, ini",
-    [([], "vdev = true"), (["--vdev"], ""), (["-p", REAL], "")],
+    [([], "vdev = true"), (["--vdev"], ""), (["-p", PLUGIN], "")],
     ids=["ini", "option", "p-and-entry-point"],
 )
 def test_it_is_enabled_by_an_option_the_ini_file_or_p(tmp_path: Path, args: list[str], ini: str):

@@ -52,9 +52,14 @@ def test_an_action_that_raises_makes_the_import_raise(fresh_module: str):
     def refuse():
         raise RuntimeError("this version no longer fits")
 
+    seen = []
     _post_import.run_after_import(fresh_module, refuse)
-    with pytest.raises(RuntimeError, match="no longer fits"):
-        __import__(fresh_module)
+    _post_import.run_after_import(fresh_module, lambda: seen.append(True))
+    for _ in range(2):  # at every import: a refused module is never used unadapted
+        with pytest.raises(RuntimeError, match="no longer fits"):
+            __import__(fresh_module)
+        assert fresh_module not in sys.modules and not seen
+    _post_import._after_import.pop(fresh_module)  # the refusal withdrawn: the module imports
 
 
 def test_finding_a_module_does_not_run_its_actions(fresh_module: str):

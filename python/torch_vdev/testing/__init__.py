@@ -24,6 +24,7 @@ Thread rules: call from the thread that configures the run, before the suite imp
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 DEVICE = "vdev"
@@ -62,6 +63,26 @@ def enable() -> dict[str, str]:
     return set_now
 
 
+# The harness modules that read a variable once, at their import: set after that, it is too late.
+_READ_AT_IMPORT = {"TRANSFORMERS_TEST_DEVICE": ("transformers.testing_utils", "torch_device")}
+
+
+def read_before_set(set_now: dict[str, str]) -> list[str]:
+    """The variables of ``set_now`` (what ``enable()`` set) that a harness read before they were
+    set: a message for each, naming the module and what it read."""
+    late = []
+    for variable, (module_name, attribute) in _READ_AT_IMPORT.items():
+        module = sys.modules.get(module_name)
+        if variable in set_now and module is not None:
+            read = getattr(module, attribute, None)
+            if read != set_now[variable]:
+                late.append(
+                    f"{variable}={set_now[variable]}: {module_name} was imported before it was "
+                    f"set, and its {attribute} is {read!r}"
+                )
+    return late
+
+
 def bypass_device_restrictions() -> None:
     """PyTorch's switch for a PrivateUse1 backend: ``PrivateUse1TestBase.bypass_device_restrictions
     = True`` makes every ``@onlyOn`` decorator (``@onlyCUDA``, ``@onlyCPU``, ``@onlyMPS``, ...) run
@@ -71,8 +92,6 @@ def bypass_device_restrictions() -> None:
     module = "torch.testing._internal.common_device_type"
 
     def bypass() -> None:
-        import sys
-
         sys.modules[module].PrivateUse1TestBase.bypass_device_restrictions = True
 
     _post_import.run_after_import(module, bypass)

@@ -14,10 +14,12 @@ diffusers reads ``DEVICE_NAME`` and ``SUPPORTS_TRAINING``; the other names are t
 
 import torch
 
-DEVICE_NAME = "vdev"
+from torch_vdev.testing import DEVICE  # imports torch_vdev: the spec works with autoloading off
 
-# As transformers' table has for "cuda": torch.manual_seed seeds every device, vdev's included.
-MANUAL_SEED_FN = torch.manual_seed
+DEVICE_NAME = DEVICE
+
+# As transformers' tables have torch.cuda.manual_seed for "cuda": the current device's generator.
+MANUAL_SEED_FN = torch.vdev.manual_seed
 EMPTY_CACHE_FN = torch.vdev.empty_cache
 DEVICE_COUNT_FN = torch.vdev.device_count
 SUPPORTS_TRAINING = True

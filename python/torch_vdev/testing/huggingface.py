@@ -9,15 +9,16 @@ devices and no hook at all: ``get_backend()`` answers ``("cpu", 1, ...)`` on a m
 accelerator is vdev, and its decorators (``require_non_cpu``, ``require_single_device``,
 ``require_multi_device``) skip every device test. PEFT's ``infer_device()`` has the same ladder.
 
-This module fills those in, and every attribute it touches is an entry of ``MANIFEST``: the
-module and attribute, what vdev does there, whether the adapter needs it, and the library
-versions it was verified against. ``install()`` registers, for each library, a post-import action
-(``torch_vdev._post_import``) that runs as soon as the harness module has been imported, before a
-test module's ``from accelerate.test_utils import torch_device`` copies a value, and that first
-checks the installed version against the manifest: a required target that is missing or is no
-longer what the adapter expects (a table, a function) raises ``HarnessAdapterError``, naming the
-library, its version, the target and the versions verified, instead of running the suite on the
-wrong device. A version not verified whose targets all fit is used as it is.
+This module fills those in, and every attribute it touches (sets, fills or calls) is an entry of
+``MANIFEST``: the module and attribute, what vdev does there, whether the adapter needs it, and
+the library versions it was verified against. ``install()`` registers, for each library, a
+post-import action (``torch_vdev._post_import``) that runs as soon as the harness module has been
+imported, before a test module's ``from accelerate.test_utils import torch_device`` copies a
+value, and that first checks the installed module against the manifest: a required target that is
+missing or is no longer what the adapter expects (a table, a function, a value) raises
+``HarnessAdapterError`` at every import of the harness, naming the library, its version, the
+target and the versions verified, instead of running the suite on the wrong device. A version not
+verified whose targets all fit is used, with a warning that names it.
 
 Which libraries see vdev follows each one's own variable: transformers' tables are filled when
 ``TRANSFORMERS_TEST_DEVICE`` names vdev (or is unset), accelerate and PEFT are adapted when
@@ -34,15 +35,15 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, Literal
 
 from torch_vdev import _post_import
+from torch_vdev.testing import DEVICE
 from torch_vdev.testing import hf_device_spec as spec
-
-DEVICE = spec.DEVICE_NAME
 
 
 class HarnessAdapterError(RuntimeError):
@@ -54,17 +55,19 @@ class Target:
     """One attribute of a library's test harness that the adapter sets or fills.
 
     ``kind``: ``table`` (a dict from device name to a function or value: a ``vdev`` entry is
-    added), ``function`` (replaced), ``value`` (a module global computed at import, replaced);
+    added), ``function`` (replaced, or called where ``what`` says so), ``value`` (a module
+    global computed at import, of type ``value_type``: replaced);
     ``required``: whether the adapter is wrong without it (an optional one, missing in some
     versions, is left out); ``verified``: the library versions it was checked against."""
 
     distribution: str
     module: str
     attribute: str
-    kind: str
+    kind: Literal["table", "function", "value"]
     what: str
     required: bool
     verified: tuple[str, ...]
+    value_type: type | None = None
 
 
 _TRANSFORMERS = ("5.24.0",)
@@ -111,13 +114,34 @@ MANIFEST: tuple[Target, ...] = (
         True,
         _ACCELERATE,
     ),
-    *(
-        Target("accelerate", _TESTING, name, "value", what, True, _ACCELERATE)
-        for name, what in (
-            ("torch_device", '"vdev": require_non_cpu, require_single_device read it'),
-            ("device_count", "torch.vdev.device_count(): require_multi_device reads it"),
-            ("memory_allocated_func", "torch.vdev.memory_allocated"),
-        )
+    Target(
+        "accelerate",
+        _TESTING,
+        "torch_device",
+        "value",
+        '"vdev": require_non_cpu, require_single_device read it',
+        True,
+        _ACCELERATE,
+        str,
+    ),
+    Target(
+        "accelerate",
+        _TESTING,
+        "device_count",
+        "value",
+        "torch.vdev.device_count(): require_single_device, require_multi_device read it",
+        True,
+        _ACCELERATE,
+        int,
+    ),
+    Target(
+        "accelerate",
+        _TESTING,
+        "memory_allocated_func",
+        "function",
+        "torch.vdev.memory_allocated (a global computed at import, as the two above)",
+        True,
+        _ACCELERATE,
     ),
     Target(
         "accelerate",
@@ -125,6 +149,16 @@ MANIFEST: tuple[Target, ...] = (
         "DEFAULT_LAUNCH_COMMAND",
         "value",
         "get_launch_command(num_processes=<vdev's device count>), as accelerate computes it",
+        False,
+        _ACCELERATE,
+        list,
+    ),
+    Target(
+        "accelerate",
+        _TESTING,
+        "get_launch_command",
+        "function",
+        "called (not replaced) to compute DEFAULT_LAUNCH_COMMAND",
         False,
         _ACCELERATE,
     ),
@@ -161,13 +195,24 @@ def _fits(target: Target, module: ModuleType) -> str | None:
         return f"is a {type(value).__name__}, not a table (dict) of devices"
     if target.kind == "function" and not callable(value):
         return f"is a {type(value).__name__}, not a function"
+    if target.kind == "value" and not isinstance(value, target.value_type):
+        return f"is a {type(value).__name__}, not a {target.value_type.__name__}"
     return None
+
+
+# The variable that keeps each library off vdev (named in HarnessAdapterError).
+_OPT_OUT = {
+    "transformers": "TRANSFORMERS_TEST_DEVICE",
+    "accelerate": "ACCELERATE_TORCH_DEVICE",
+    "peft": "ACCELERATE_TORCH_DEVICE",
+}
 
 
 def check(distribution: str, module_name: str) -> list[Target]:
     """The targets of ``module_name`` that the adapter can set; raises HarnessAdapterError when a
     required one does not fit the installed version."""
     module = sys.modules[module_name]
+    installed = version(distribution, sys.modules.get(distribution))
     usable = []
     for target in targets(distribution):
         if target.module != module_name:
@@ -176,7 +221,6 @@ def check(distribution: str, module_name: str) -> list[Target]:
         if problem is None:
             usable.append(target)
         elif target.required:
-            installed = version(distribution, sys.modules.get(distribution))
             raise HarnessAdapterError(
                 f"torch_vdev's adapter for {distribution}'s test harness does not fit "
                 f"{distribution} {installed}: {target.module}.{target.attribute} {problem} "
@@ -185,14 +229,14 @@ def check(distribution: str, module_name: str) -> list[Target]:
                 f"Run without it ({_OPT_OUT[distribution]}=cpu) or use a torch-vdev that "
                 f"supports {distribution} {installed}."
             )
+    verified = targets(distribution)[0].verified
+    if installed not in verified:
+        warnings.warn(
+            f"torch_vdev: {distribution} {installed} has what vdev's adapter for its test harness "
+            f"needs, but was not verified with it (verified: {', '.join(verified)})",
+            stacklevel=2,
+        )
     return usable
-
-
-_OPT_OUT = {
-    "transformers": "TRANSFORMERS_TEST_DEVICE",
-    "accelerate": "ACCELERATE_TORCH_DEVICE",
-    "peft": "ACCELERATE_TORCH_DEVICE",
-}
 
 
 def _names_vdev(variable: str, unset: bool) -> bool:
@@ -207,9 +251,13 @@ def _names_vdev(variable: str, unset: bool) -> bool:
 
 def _adapt_transformers() -> None:
     module = sys.modules["transformers.testing_utils"]
+    # The tables are looked up by the variable's exact text: "vdev", or "vdev:1" as given.
+    names = {DEVICE, os.environ.get("TRANSFORMERS_TEST_DEVICE", DEVICE)}
     for target in check("transformers", module.__name__):
         spec_name, _ = _TABLES[target.attribute]
-        getattr(module, target.attribute)[DEVICE] = getattr(spec, spec_name)
+        for name in names:
+            # setdefault: an entry of the user's own spec file (TRANSFORMERS_TEST_DEVICE_SPEC) wins.
+            getattr(module, target.attribute).setdefault(name, getattr(spec, spec_name))
 
 
 def _vdev_backend() -> tuple[str, int, Callable[..., int]]:

@@ -1,5 +1,5 @@
 """A test file in timm's style: the device comes from the TORCH_DEVICE variable (timm's
-tests/test_models.py, test_layers.py, test_optim.py read it), CPU when unset. Run by
+tests/test_models.py, test_layers.py read it, CPU when unset; test_optim.py, CUDA). Run by
 tests/plugin/test_harness_adapters.py in a nested pytest, with TORCH_DEVICE=vdev."""
 
 import os

@@ -27,8 +27,8 @@ class ModelOnAcceleratorTest(unittest.TestCase):
         self.assertEqual(torch_device, "vdev")
         outs = []
         for _ in range(2):
-            backend_manual_seed(torch_device, 0)
-            model = torch.nn.Linear(8, 8).to(torch_device)
+            backend_manual_seed(torch_device, 0)  # the device's generator: made on the device
+            model = torch.nn.Linear(8, 8, device=torch_device)
             outs.append(model(torch.randn(2, 8, device=torch_device)))
         torch.testing.assert_close(outs[0], outs[1])
 

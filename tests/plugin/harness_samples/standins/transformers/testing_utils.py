@@ -34,7 +34,11 @@ def _device_agnostic_dispatch(device, dispatch_table, *args, **kwargs):
     return fn(*args, **kwargs) if callable(fn) else fn
 
 
-BACKEND_MANUAL_SEED = {"cuda": torch.manual_seed, "default": torch.manual_seed}
+BACKEND_MANUAL_SEED = {
+    "cuda": torch.cuda.manual_seed,
+    "cpu": torch.manual_seed,
+    "default": torch.manual_seed,
+}
 BACKEND_EMPTY_CACHE = {"cuda": torch.cuda.empty_cache, "cpu": None, "default": None}
 BACKEND_DEVICE_COUNT = {"cuda": torch.cuda.device_count, "cpu": lambda: 0, "default": lambda: 1}
 BACKEND_MEMORY_ALLOCATED = {"cuda": torch.cuda.memory_allocated, "cpu": 0, "default": 0}
