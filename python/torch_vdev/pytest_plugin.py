@@ -24,10 +24,10 @@ Enabled, it makes every test own its device work:
   ``VDEV_DEVICE_COUNT`` and ``VDEV_DEVICE_MEMORY`` once, at the first device use: the plugin sets
   them before the conftests are imported, and refuses (a usage error) when something used vdev
   earlier (another plugin) and the runtime read other values.
-- **Test harnesses** (``torch_vdev.testing``). The variables Hugging Face's harnesses and
-  accelerate read (``TRANSFORMERS_TEST_DEVICE``, ``DIFFUSERS_TEST_DEVICE``,
-  ``ACCELERATE_TORCH_DEVICE``, ...) are set to vdev where unset, before the conftests are imported,
-  and their device tables are filled as they are imported (``torch_vdev.testing.huggingface``);
+- **Test harnesses** (``torch_vdev.testing``). The variables Hugging Face's harnesses read
+  (``TRANSFORMERS_TEST_DEVICE``, ``DIFFUSERS_TEST_DEVICE``, ...) are set to vdev where unset,
+  before the conftests are imported, and transformers' device tables, accelerate's and PEFT's
+  device ladders are adapted as they are imported (``torch_vdev.testing.huggingface``);
   ``--vdev-bypass-device-restrictions`` turns on PyTorch's switch that runs ``@onlyCUDA`` tests
   on vdev (``PrivateUse1TestBase.bypass_device_restrictions``).
 """
@@ -129,10 +129,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def _option(config: pytest.Config, dest: str) -> Any:
-    # Before the full parse (pytest_load_initial_conftests) only known_args_namespace is filled.
+    # Before the full parse (pytest_load_initial_conftests) only known_args_namespace holds the
+    # command line; config.option holds the defaults then (False for --vdev), so a default there
+    # must not hide a flag given.
     value = getattr(config.option, dest, None)
-    if value is None:
-        value = getattr(config.known_args_namespace, dest, None)
+    if not value:
+        value = getattr(config.known_args_namespace, dest, None) or value
     return value
 
 

@@ -48,6 +48,7 @@ def run(
     env: dict[str, str] | None = None,
     ini: str = "",
     standins: Path = STANDINS,
+    conftest: str | None = None,
 ) -> Run:
     _libraries_or_skip()
     # testing_utils.py: the suite-local harness of diffusers' style.
@@ -57,6 +58,7 @@ def run(
         [*args, *samples],
         env=env,
         ini=ini,
+        conftest=conftest,
         source=SUITES,
         pythonpath=[] if REAL else [standins],
     )
@@ -79,6 +81,7 @@ def without_plugin(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 DEVICE_TESTS = [
     "test_a_model_runs_on_the_accelerator",  # accelerate: require_non_cpu
+    "test_accelerate_puts_models_on_the_accelerator",  # accelerate: PartialState.default_device
     "test_multi_device",  # accelerate: require_multi_device (2 devices)
     "test_a_low_rank_update_on_the_accelerator",  # PEFT: get_backend()
     "test_a_model_split_over_two_devices",  # PEFT: device_count from get_backend()
@@ -124,7 +127,13 @@ def test_one_device_runs_the_single_device_tests_and_skips_the_multi_device_ones
 @pytest.mark.parametrize(
     "variable, skipped",
     [
-        ("ACCELERATE_TORCH_DEVICE", ["test_a_model_runs_on_the_accelerator", "test_multi_device"]),
+        (
+            "ACCELERATE_TORCH_DEVICE",
+            [
+                "test_a_model_runs_on_the_accelerator",
+                "test_accelerate_puts_models_on_the_accelerator",
+            ],
+        ),
         ("TRANSFORMERS_TEST_DEVICE", ["test_seeded_forward_is_reproducible"]),
     ],
 )
@@ -135,6 +144,19 @@ def test_a_harness_variable_already_set_wins(tmp_path: Path, variable: str, skip
     # The other libraries still see vdev.
     other = "test_memory_tables_follow_the_device" if "ACCEL" in variable else "test_multi_device"
     assert got.outcome(other) == "passed"
+
+
+@pytest.mark.parametrize("switch", [["--vdev"], ["-p", "torch_vdev.pytest_plugin"]])
+def test_a_conftest_that_imports_its_harness_sees_vdev(tmp_path: Path, switch: list[str]):
+    # diffusers' tests/conftest.py imports its testing_utils, which reads DIFFUSERS_TEST_DEVICE
+    # once: the plugin sets it before the conftests are imported, for --vdev as for -p.
+    got = run(
+        tmp_path,
+        ["sample_diffusers.py"],
+        switch,
+        conftest="from testing_utils import torch_device  # noqa: F401\n",
+    )
+    assert got.outcome("test_a_denoising_step_on_the_accelerator") == "passed", got.output[-3000:]
 
 
 def test_a_harness_imported_before_the_plugin_is_adapted_in_its_copies_too(tmp_path: Path):
@@ -301,4 +323,4 @@ def test_env_prints_what_the_plugin_sets():
         check=True,
     ).stdout.split()
     assert dict(line.split("=", 1) for line in printed) == testing.environment()
-    assert testing.environment()["ACCELERATE_TORCH_DEVICE"] == "vdev"
+    assert testing.environment()["TRANSFORMERS_TEST_DEVICE"] == "vdev"

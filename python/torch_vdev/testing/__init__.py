@@ -8,9 +8,10 @@ set by hand. What it does, for each harness:
 * **Hugging Face transformers and diffusers**: sets ``TRANSFORMERS_TEST_DEVICE``,
   ``DIFFUSERS_TEST_DEVICE`` (and their ``*_TEST_BACKEND``, which import torch_vdev where autoloading
   is off) to ``vdev`` when unset; ``huggingface`` fills transformers' device tables.
-* **accelerate and PEFT**: sets ``ACCELERATE_TORCH_DEVICE=vdev`` when unset (``PartialState``, and
-  so ``Accelerator`` and transformers' ``Trainer``, put models there) and ``huggingface`` makes
-  their harness (``get_backend()``, ``torch_device``, ``require_*``) see vdev.
+* **accelerate and PEFT**: ``huggingface`` makes their harness (``get_backend()``,
+  ``torch_device``, ``require_*``) see vdev, and ``PartialState``'s default device (``Accelerator``,
+  transformers' ``Trainer``) and PEFT's ``infer_device()`` be vdev, unless
+  ``ACCELERATE_TORCH_DEVICE`` names another device.
 * **PyTorch's harness** (``instantiate_device_type_tests``): nothing is needed, vdev is its
   ``PrivateUse1TestBase``; ``bypass_device_restrictions()`` is its switch that runs the tests
   marked ``@onlyCUDA`` (and every ``@onlyOn``) on vdev too.
@@ -35,7 +36,6 @@ ENVIRONMENT: dict[str, str] = {
     "TRANSFORMERS_TEST_BACKEND": "torch_vdev",
     "DIFFUSERS_TEST_DEVICE": DEVICE,
     "DIFFUSERS_TEST_BACKEND": "torch_vdev",
-    "ACCELERATE_TORCH_DEVICE": DEVICE,
 }
 
 

@@ -7,7 +7,9 @@ defaults (one device, no memory), and a spec file can fill only three of them. a
 harness (``accelerate.test_utils.testing``), which PEFT's uses too, knows a fixed ladder of
 devices and no hook at all: ``get_backend()`` answers ``("cpu", 1, ...)`` on a machine whose
 accelerator is vdev, and its decorators (``require_non_cpu``, ``require_single_device``,
-``require_multi_device``) skip every device test. PEFT's ``infer_device()`` has the same ladder.
+``require_multi_device``) skip every device test. ``PartialState.default_device`` (where
+``Accelerator``, transformers' ``Trainer`` and accelerate's offload hooks put models) and PEFT's
+``infer_device()`` have the same ladder.
 
 This module fills those in, and every attribute it touches (sets, fills or calls) is an entry of
 ``MANIFEST``: the module and attribute, what vdev does there, whether the adapter needs it, and
@@ -21,10 +23,10 @@ target and the versions verified, instead of running the suite on the wrong devi
 verified whose targets all fit is used, with a warning that names it.
 
 Which libraries see vdev follows each one's own variable: transformers' tables are filled when
-``TRANSFORMERS_TEST_DEVICE`` names vdev (or is unset), accelerate and PEFT are adapted when
-``ACCELERATE_TORCH_DEVICE`` (the variable accelerate's ``PartialState`` reads) names vdev. The
-pytest plugin sets all of them when they are unset; setting one to another device (``cpu``)
-leaves that library as it is.
+``TRANSFORMERS_TEST_DEVICE`` names vdev (the pytest plugin sets it when unset), accelerate and
+PEFT are adapted unless ``ACCELERATE_TORCH_DEVICE`` (the variable accelerate's ``PartialState``
+reads) names another device. The adapter does not set that variable: accelerate would put every
+``Accelerator`` there, ``Accelerator(cpu=True)`` included, which it does not do on a GPU.
 
 Thread rules: ``install()`` is called once, from the thread that configures the run (pytest's
 main thread); the actions run on the importing thread, under the import lock.
@@ -33,6 +35,7 @@ main thread); the actions run on the importing thread, under the import lock.
 from __future__ import annotations
 
 import importlib.metadata
+import inspect
 import os
 import sys
 import warnings
@@ -56,14 +59,15 @@ class Target:
 
     ``kind``: ``table`` (a dict from device name to a function or value: a ``vdev`` entry is
     added), ``function`` (replaced, or called where ``what`` says so), ``value`` (a module
-    global computed at import, of type ``value_type``: replaced);
+    global computed at import, of type ``value_type``: replaced), ``property`` (of a class,
+    ``attribute`` being ``Class.name``: replaced);
     ``required``: whether the adapter is wrong without it (an optional one, missing in some
     versions, is left out); ``verified``: the library versions it was checked against."""
 
     distribution: str
     module: str
     attribute: str
-    kind: Literal["table", "function", "value"]
+    kind: Literal["table", "function", "value", "property"]
     what: str
     required: bool
     verified: tuple[str, ...]
@@ -163,6 +167,16 @@ MANIFEST: tuple[Target, ...] = (
         _ACCELERATE,
     ),
     Target(
+        "accelerate",
+        "accelerate.state",
+        "PartialState.default_device",
+        "property",
+        'torch.device("vdev") (the ladder it replaces knows mps, mlu, sdaa, musa, npu, hpu, '
+        "cuda, xpu, neuron, then cpu); PartialState(cpu=True) still answers cpu",
+        True,
+        _ACCELERATE,
+    ),
+    Target(
         "peft",
         "peft.utils.other",
         "infer_device",
@@ -188,9 +202,18 @@ def version(distribution: str, module: ModuleType | None = None) -> str:
 
 def _fits(target: Target, module: ModuleType) -> str | None:
     """Why ``target`` does not fit the imported module, or None."""
-    if not hasattr(module, target.attribute):
+    owner: Any = module
+    *path, name = target.attribute.split(".")
+    for part in path:
+        owner = getattr(owner, part, None)
+    if owner is None or not hasattr(owner, name):
         return "is missing"
-    value = getattr(module, target.attribute)
+    if target.kind == "property":
+        found = inspect.getattr_static(owner, name)
+        return (
+            None if isinstance(found, property) else f"is a {type(found).__name__}, not a property"
+        )
+    value = getattr(owner, name)
     if target.kind == "table" and not isinstance(value, dict):
         return f"is a {type(value).__name__}, not a table (dict) of devices"
     if target.kind == "function" and not callable(value):
@@ -291,6 +314,18 @@ def _adapt_accelerate() -> None:
                 setattr(package, name, value)
 
 
+def _adapt_accelerate_state() -> None:
+    module = sys.modules["accelerate.state"]
+    check("accelerate", module.__name__)
+    import torch
+
+    def default_device(self: Any) -> torch.device:
+        return torch.device(DEVICE)
+
+    default_device.__doc__ = "vdev (torch_vdev.testing.huggingface: accelerate's ladder knows none)"
+    module.PartialState.default_device = property(default_device)
+
+
 def _adapt_peft() -> None:
     module = sys.modules["peft.utils.other"]
     check("peft", module.__name__)
@@ -314,7 +349,8 @@ def install() -> list[str]:
     wanted = []
     if _names_vdev("TRANSFORMERS_TEST_DEVICE", unset=True):
         wanted.append(("transformers.testing_utils", _adapt_transformers))
-    if _names_vdev("ACCELERATE_TORCH_DEVICE", unset=False):
+    if _names_vdev("ACCELERATE_TORCH_DEVICE", unset=True):
+        wanted.append(("accelerate.state", _adapt_accelerate_state))
         wanted.append((_TESTING, _adapt_accelerate))
         wanted.append(("peft.utils.other", _adapt_peft))
     for module, action in wanted:

@@ -5,6 +5,7 @@ a nested pytest, against the stand-ins (../standins) or the real accelerate."""
 import unittest
 
 import torch
+from accelerate.state import PartialState
 from accelerate.test_utils import (
     device_count,
     memory_allocated_func,
@@ -24,6 +25,12 @@ class AcceleratorDeviceTest(unittest.TestCase):
         out = model(torch.randn(4, 8, device=torch_device))
         self.assertEqual(out.device.type, "vdev")
         self.assertGreaterEqual(memory_allocated_func(), out.numel() * out.element_size())
+
+    @require_non_cpu
+    def test_accelerate_puts_models_on_the_accelerator(self):
+        # Where Accelerator, Trainer and the offload hooks put models (PartialState(cpu=True) is
+        # still the CPU: the adapter replaces the default, not ACCELERATE_TORCH_DEVICE's choice).
+        self.assertEqual(PartialState().default_device, torch.device(torch_device))
 
     @require_single_device
     def test_single_device(self):
