@@ -85,6 +85,7 @@ DEVICE_TESTS = [
     "test_multi_device",  # accelerate: require_multi_device (2 devices)
     "test_a_low_rank_update_on_the_accelerator",  # PEFT: get_backend()
     "test_a_model_split_over_two_devices",  # PEFT: device_count from get_backend()
+    "test_an_adapter_saved_and_loaded_to_the_device",  # safetensors' load_file to vdev
     "test_seeded_forward_is_reproducible",  # transformers: require_torch_accelerator
     "test_memory_tables_follow_the_device",  # transformers: backend_memory_allocated & co
     "test_multi_accelerator",  # transformers: backend_device_count

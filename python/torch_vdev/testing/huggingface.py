@@ -9,7 +9,8 @@ devices and no hook at all: ``get_backend()`` answers ``("cpu", 1, ...)`` on a m
 accelerator is vdev, and its decorators (``require_non_cpu``, ``require_single_device``,
 ``require_multi_device``) skip every device test. ``PartialState.default_device`` (where
 ``Accelerator``, transformers' ``Trainer`` and accelerate's offload hooks put models) and PEFT's
-``infer_device()`` have the same ladder.
+``infer_device()`` have the same ladder. And safetensors' ``load_file``, with which PEFT loads
+adapters to that device, parses device names itself and refuses every PrivateUse1 device.
 
 This module fills those in, and every attribute it touches (sets, fills or calls) is an entry of
 ``MANIFEST``: the module and attribute, what vdev does there, whether the adapter needs it, and
@@ -34,6 +35,7 @@ main thread); the actions run on the importing thread, under the import lock.
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import inspect
 import os
@@ -43,6 +45,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal
+
+import torch
 
 from torch_vdev import _post_import
 from torch_vdev.testing import DEVICE
@@ -75,6 +79,7 @@ class Target:
 
 
 _TRANSFORMERS = ("5.24.0",)
+_SAFETENSORS = ("0.8.0",)
 _ACCELERATE = ("1.15.0",)
 _PEFT = ("0.21.2",)
 
@@ -175,6 +180,17 @@ MANIFEST: tuple[Target, ...] = (
         "cuda, xpu, neuron, then cpu); PartialState(cpu=True) still answers cpu",
         True,
         _ACCELERATE,
+    ),
+    Target(
+        "safetensors",
+        "safetensors.torch",
+        "load_file",
+        "function",
+        "wrapped: to a vdev device it loads on the CPU, then copies each tensor to the device "
+        "(safetensors parses the device itself and knows no PrivateUse1 device: 'device vdev is "
+        "invalid'); PEFT loads adapters there, diffusers' disk offloading too",
+        False,
+        _SAFETENSORS,
     ),
     Target(
         "peft",
@@ -284,8 +300,6 @@ def _adapt_transformers() -> None:
 
 
 def _vdev_backend() -> tuple[str, int, Callable[..., int]]:
-    import torch
-
     return DEVICE, torch.vdev.device_count(), torch.vdev.memory_allocated
 
 
@@ -317,13 +331,28 @@ def _adapt_accelerate() -> None:
 def _adapt_accelerate_state() -> None:
     module = sys.modules["accelerate.state"]
     check("accelerate", module.__name__)
-    import torch
 
     def default_device(self: Any) -> torch.device:
         return torch.device(DEVICE)
 
     default_device.__doc__ = "vdev (torch_vdev.testing.huggingface: accelerate's ladder knows none)"
     module.PartialState.default_device = property(default_device)
+
+
+def _adapt_safetensors() -> None:
+    module = sys.modules["safetensors.torch"]
+    if not check("safetensors", module.__name__):
+        return  # not what the adapter knows: loading to vdev fails as safetensors says
+    original = module.load_file
+
+    @functools.wraps(original)
+    def load_file(filename: Any, device: Any = "cpu", **kwargs: Any) -> dict[str, Any]:
+        if isinstance(device, str | torch.device) and torch.device(device).type == DEVICE:
+            loaded = original(filename, "cpu", **kwargs)
+            return {name: tensor.to(device) for name, tensor in loaded.items()}
+        return original(filename, device, **kwargs)
+
+    module.load_file = load_file
 
 
 def _adapt_peft() -> None:
@@ -346,7 +375,8 @@ def install() -> list[str]:
     """Registers the adapters of the libraries whose variable names vdev (or, for transformers,
     is unset); each runs once its harness module is imported (now, if it has been). Returns the
     modules adapted or waited for."""
-    wanted = []
+    # Only a vdev device takes the wrapper's path: it is installed whatever the variables say.
+    wanted = [("safetensors.torch", _adapt_safetensors)]
     if _names_vdev("TRANSFORMERS_TEST_DEVICE", unset=True):
         wanted.append(("transformers.testing_utils", _adapt_transformers))
     if _names_vdev("ACCELERATE_TORCH_DEVICE", unset=True):

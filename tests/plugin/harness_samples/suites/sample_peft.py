@@ -6,6 +6,8 @@ import pytest
 import torch
 from accelerate.test_utils.testing import get_backend
 from peft.utils import infer_device
+from safetensors.torch import load_file as safe_load_file  # as PEFT's save_and_load imports it
+from safetensors.torch import save_file
 
 torch_device, device_count, memory_allocated_func = get_backend()
 
@@ -36,3 +38,12 @@ def test_a_model_split_over_two_devices():
 
 def test_infer_device_names_the_accelerator():
     assert infer_device() == torch_device
+
+
+@require_non_cpu
+def test_an_adapter_saved_and_loaded_to_the_device(tmp_path):
+    weights = {"lora_A": torch.randn(4, 16, device=torch_device)}
+    save_file(weights, str(tmp_path / "adapter_model.safetensors"))
+    loaded = safe_load_file(str(tmp_path / "adapter_model.safetensors"), device=infer_device())
+    assert loaded["lora_A"].device.type == torch_device
+    torch.testing.assert_close(loaded["lora_A"], weights["lora_A"])
