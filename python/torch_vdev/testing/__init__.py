@@ -2,8 +2,9 @@
 
 torch_vdev's pytest plugin (``--vdev``, ``vdev = true``) calls ``enable()`` before a suite's
 conftests are imported; without pytest (``python -m unittest``, a harness's own runner) a
-conftest or the runner's first lines can call it, or the variables of ``environment()`` can be
-set by hand. What it does, for each harness:
+conftest or the runner's first lines can call it (the variables of ``environment()`` set by hand
+reach transformers and diffusers, not accelerate's and PEFT's device ladders). What it does, for
+each harness:
 
 * **Hugging Face transformers and diffusers**: sets ``TRANSFORMERS_TEST_DEVICE``,
   ``DIFFUSERS_TEST_DEVICE`` (and their ``*_TEST_BACKEND``, which import torch_vdev where autoloading
