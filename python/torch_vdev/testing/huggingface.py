@@ -313,7 +313,7 @@ def _adapt_accelerate() -> None:
         "device_count": count,
         "memory_allocated_func": allocated,
     }
-    if "DEFAULT_LAUNCH_COMMAND" in usable and callable(getattr(module, "get_launch_command", 0)):
+    if {"DEFAULT_LAUNCH_COMMAND", "get_launch_command"} <= usable:  # both checked by the manifest
         values["DEFAULT_LAUNCH_COMMAND"] = module.get_launch_command(
             num_processes=count, monitor_interval=0.1
         )
