@@ -14,13 +14,13 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/compile/launch_arguments.h"
-#include "backend/sanitizer/settings.h"
 #include "bindings/bindings.h"
-#include "bindings/sanitizer_errors.h"
+#include "bindings/kernel_buffer_uses.h"
 
 namespace nb = nanobind;
 
@@ -84,10 +84,11 @@ class CompiledKernel {
         }
       }
     }
-    // The stream sanitizer sees the kernel's buffers (backend/sanitizer/stream_sanitizer.h).
-    if (backend::sanitizing_accesses()) sanitize_kernel_buffers(signature_, args.ptr());
+    // The launch observers see the kernel's buffers (backend/common/launch.h).
+    std::vector<backend::TensorUse> uses;
+    if (backend::launch_observers() != nullptr) uses = kernel_buffer_uses(signature_, args.ptr());
     nb::gil_scoped_release no_gil;  // VDEV_LAUNCH_BLOCKING waits for the kernel
-    std::move(launch).launch();
+    std::move(launch).launch(uses);
   }
 
   const char* name() const { return signature_.name(); }

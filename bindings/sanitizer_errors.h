@@ -12,8 +12,6 @@
 
 #include <exception>
 
-#include "backend/compile/launch_arguments.h"
-
 namespace vdev::bindings {
 
 // Installs the backend's finding raiser (backend/sanitizer/findings.h) for these two types (new
@@ -23,10 +21,5 @@ void set_sanitizer_error_types(PyObject* race, PyObject* uninitialized);
 // For nanobind's exception translation: sets the Python error for a sanitizer finding in flight
 // and returns true, or returns false for any other exception.
 bool set_python_error_for_finding(const std::exception_ptr& p);
-
-// A compiled kernel's buffers (the tensors among `args`, a tuple; 'p' read, 'P' written, by
-// `signature`'s kinds) for the sanitizer, before the kernel is queued on the current stream of
-// their device. With the GIL held.
-void sanitize_kernel_buffers(const backend::KernelSignature& signature, PyObject* args);
 
 }  // namespace vdev::bindings

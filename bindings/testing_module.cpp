@@ -14,6 +14,7 @@
 #include <string>
 #include <tuple>
 
+#include "backend/testing/launch_recorder.h"
 #include "backend/testing/probes.h"
 #include "bindings/errors.h"
 #include "runtime/config.h"
@@ -95,6 +96,36 @@ void bind_probes(nb::module_& t) {
         "(the current one when -1), started while the calling thread runs or, with host_waits, "
         "while it waits for the device; waits for it.");
   t.def("hook_checks_ns", &probes::hook_checks_ns, nb::arg("iterations"));
+  t.def("start_recording_launches", &probes::start_recording_launches,
+        "Records every launch and host run from now on (backend/common/launch.h).");
+  t.def(
+      "stop_recording_launches",
+      [] {
+        nb::list out;
+        for (const probes::RecordedLaunch& r : probes::stop_recording_launches()) {
+          nb::dict d;
+          d["host_run"] = r.host_run;
+          d["name"] = r.name;
+          d["operation"] = r.operation;
+          d["device"] = r.device;
+          d["stream"] = r.stream;
+          d["kind"] = r.kind;
+          d["bytes"] = r.bytes;
+          d["elements_hint"] = r.elements_hint;
+          d["replays_capture"] = r.replays_capture;
+          d["threads"] = nb::make_tuple(r.threads_host_running, r.threads_host_waiting);
+          d["whole_call"] = r.whole_call;
+          d["uses"] = nb::cast(r.uses);
+          out.append(d);
+        }
+        return out;
+      },
+      "Stops recording; a dict per launch or host run: what it described (name, operation, "
+      "stream, uses as (data_ptr, bytes, access 0 read / 1 write / 2 read-write)) and what it "
+      "derived (kind, bytes, elements_hint, threads).");
+  t.def("policy_threads", &probes::policy_threads, nb::arg("kind"), nb::arg("bytes"),
+        nb::arg("elements"),
+        "The thread policy's (host_running, host_waiting) limits for such a task queued now.");
   t.def("cache_line_round_trip_ns", &rt::testing::cache_line_round_trip_ns,
         nb::arg("iterations") = 200000, nb::arg("rounds") = 3,
         nb::call_guard<nb::gil_scoped_release>(),

@@ -20,18 +20,19 @@ BACKEND_DEPENDS_ON = {
     "memory": {"common"},
     "random": {"common"},
     "amp": set(),
-    # The bug finders (torch.vdev.sanitizer): what queued work touches, and happens-before.
+    # The bug finders (torch.vdev.sanitizer): observers of launches (common/launch.h) and of the
+    # allocators; no folder that queues work includes them (test below).
     "sanitizer": {"common", "memory"},
     "device": {"common", "memory", "random", "sanitizer"},
     # The checks made at a call, before anything is queued (checks/call_checks.h).
     "checks": {"common", "memory"},
-    "executor": {"common", "memory", "random", "checks", "sanitizer"},
+    "executor": {"common", "memory", "random", "checks"},
     # Sparse and quantized tensors: CPU views of their members, host runs, queued products.
-    "layouts": {"common", "memory", "sanitizer"},
-    "ops": {"common", "memory", "executor", "random", "checks", "sanitizer", "layouts"},
-    "distributed": {"common", "memory", "sanitizer"},
+    "layouts": {"common", "memory"},
+    "ops": {"common", "memory", "executor", "random", "checks", "layouts"},
+    "distributed": {"common", "memory"},
     "compile": {"common"},
-    "graphs": {"common", "memory", "random", "sanitizer"},
+    "graphs": {"common", "memory", "random"},
     # torch.profiler's device activities: the runtime's task records as Kineto activities, and the
     # legacy profiler's stubs (events on the current stream: common's stream lookup and checks).
     "profiler": {"common"},
@@ -284,3 +285,51 @@ def test_python_package_has_no_import_cycle_through_deferred_imports():
         targets -= {t for t in targets if name.startswith(t + ".")}
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# The sanitizer observes launches (common/launch.h); only the device's start-up (which reads
+# VDEV_SANITIZER and turns its switch) and the sanitizer's own bindings know it.
+SANITIZER_USERS = {
+    "cpp/backend/device/init.cpp",
+    "bindings/sanitizer.cpp",
+    "bindings/sanitizer_errors.cpp",
+}
+
+
+def test_no_queuing_code_depends_on_the_sanitizer():
+    bad = []
+    for folder in ("cpp/backend", "bindings"):
+        for p in sources(folder):
+            name = str(p.relative_to(ROOT))
+            if is_test_code(p) or name.startswith("cpp/backend/sanitizer/"):
+                continue
+            if name not in SANITIZER_USERS and any(
+                inc.startswith("backend/sanitizer/") for inc in includes(p)
+            ):
+                bad.append(name)
+    assert not bad, bad
+
+
+# Work reaches a stream only from a launch description (common/task.h's queue_launch and
+# queue_copy), so every tool sees it; the poison fill is the sanitizer's own work on fresh and
+# freed blocks, which no observer may see as a write; the testing module's runtime probes test the
+# runtime's streams themselves (torch_vdev._testing).
+DIRECT_QUEUERS = {
+    "cpp/backend/common/task.h",
+    "cpp/backend/common/task.cpp",
+    "cpp/backend/sanitizer/poison.cpp",
+    "bindings/testing_module.cpp",
+}
+RUNTIME_QUEUE = re.compile(r"(\.|->)enqueue\(|memcpy_async\(")
+
+
+def test_work_is_queued_only_from_a_launch_description():
+    bad = [
+        str(p.relative_to(ROOT))
+        for folder in ("cpp/backend", "bindings")
+        for p in sources(folder)
+        if not is_test_code(p)
+        and str(p.relative_to(ROOT)) not in DIRECT_QUEUERS
+        and RUNTIME_QUEUE.search(re.sub(r"//.*", "", p.read_text()))
+    ]
+    assert not bad, bad

@@ -2,7 +2,7 @@
 //
 // A task runs on a stream worker, never on the thread that queued it, and must not depend on that
 // worker's thread-local state: the host decides what to run, the worker runs exactly that.
-// enqueue_task() therefore wraps every backend task so that it
+// queue_launch() therefore wraps every backend task so that it
 //   - runs below autograd and ADInplaceOrView (the host already did the autograd work), whatever
 //     the host's grad mode, inference mode or autocast state was;
 //   - keeps the warnings its kernel raises, for the host to re-raise (common/worker_warnings.h);
@@ -13,7 +13,7 @@
 //     OpenMP/MKL thread counts are per thread, and a worker started before set_num_threads would
 //     otherwise keep the default and oversubscribe the cores when several streams run at once.
 //
-// Thread rules: enqueue_task is called on the dispatching thread; the wrapped task runs on the
+// Thread rules: queue_launch is called on the dispatching thread; the wrapped task runs on the
 // stream's worker. The callable must be copyable (the runtime stores std::function, and a
 // captured graph's instantiation copies its tasks).
 #pragma once
@@ -22,15 +22,18 @@
 #include <ATen/core/LegacyTypeDispatch.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
 
 #include "backend/common/check.h"
 #include "backend/common/export.h"
+#include "backend/common/launch.h"
 #include "backend/common/task_blocks.h"
 #include "backend/common/thread_policy.h"
 #include "backend/common/worker_warnings.h"
+#include "runtime/memory.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
@@ -40,8 +43,6 @@ namespace vdev::backend {
 // a task of it is still queued. One copy per distinct name; thread-safe.
 VDEV_BACKEND_API const char* intern_task_name(const std::string& name);
 
-// `tag` says what the task is for the task observers (runtime/task_trace.h: the profiler's device
-// activities); an operator is a kernel.
 namespace detail {
 // One queued task and what it inherits from the host: the callable of the runtime's
 // std::function, in the one block that std::function allocates for it, which comes from the task
@@ -77,28 +78,38 @@ struct QueuedTask {
 };
 }  // namespace detail
 
-// Queues a task of type F made from `args` (F(args...), built in place). A task may run more than
-// once (a captured graph's replays): running it must not change it. It must hold no tensor that
-// Python may also hold: its last reference would be dropped on the stream worker, which then takes
-// the GIL to release the Python object, while a host thread may hold the GIL waiting for that
-// worker (a hang: copy such tensors). `tag` says what the task is for the task observers
-// (runtime/task_trace.h: the profiler's device activities); an operator is a kernel.
+// Queues a task of type F made from `args` (F(args...), built in place) as the work `launch`
+// describes: its profiler tag and thread limits come from the launch (launch.h), and the launch
+// observers see it first. A task may run more than once (a captured graph's replays): running it
+// must not change it. It must hold no tensor that Python may also hold: its last reference would
+// be dropped on the stream worker, which then takes the GIL to release the Python object, while a
+// host thread may hold the GIL waiting for that worker (a hang: copy such tensors).
 template <typename F, typename... Args>
-void emplace_task(vdev::rt::Stream& stream, const char* name, vdev::rt::TaskTag tag,
-                  Args&&... args) {
+void emplace_launch(const Launch& launch, Args&&... args) {
+  const vdev::rt::TaskTag tag = task_tag(launch);
   const TaskThreads threads = task_intra_op_threads(tag);
+  if (const detail::LaunchObservers* observers = launch_observers(); C10_UNLIKELY(observers)) {
+    observe_launch(*observers, launch, tag, threads);
+  }
   // A team for the worker: the host's idle one must not tip libgomp's count (thread_policy.h).
   if (threads.host_running > 1 && tag.elements >= kLargeTaskElements) release_host_team();
-  VDEV_RT(stream.enqueue(name,
-                         detail::QueuedTask<F>(threads, name, stream.device(), stream.id(),
+  vdev::rt::Stream& stream = launch.stream;
+  VDEV_RT(stream.enqueue(launch.name,
+                         detail::QueuedTask<F>(threads, launch.name, stream.device(), stream.id(),
                                                std::forward<Args>(args)...),
                          tag));
 }
 
-// Queues the callable `fn`.
+// Queues a runtime memcpy of launch.bytes from `src` to `dst` (device addresses on the device
+// side) as the work `launch` describes (kind, bytes, host side); `keep_alive` lives until it ran.
+VDEV_BACKEND_API void queue_copy(const Launch& launch, void* dst, const void* src,
+                                 vdev::rt::CopyKind kind,
+                                 std::shared_ptr<void> keep_alive = nullptr);
+
+// Queues the callable `fn` as the work `launch` describes.
 template <typename F>
-void enqueue_task(vdev::rt::Stream& stream, const char* name, F&& fn, vdev::rt::TaskTag tag = {}) {
-  emplace_task<std::decay_t<F>>(stream, name, tag, std::forward<F>(fn));
+void queue_launch(const Launch& launch, F&& fn) {
+  emplace_launch<std::decay_t<F>>(launch, std::forward<F>(fn));
 }
 
 }  // namespace vdev::backend

@@ -75,17 +75,6 @@ void use_intra_op_threads(int threads) {
   applied = threads;
 }
 
-vdev::rt::TaskTag kernel_tag(std::initializer_list<const at::TensorBase*> tensors,
-                             std::uint64_t multiply_adds) {
-  std::int64_t most = 0;
-  for (const at::TensorBase* t : tensors) {
-    if (t->defined()) most = std::max(most, t->numel());
-  }
-  const std::uint64_t hint =
-      std::max(static_cast<std::uint64_t>(most), multiply_adds / kMultiplyAddsPerElement);
-  return vdev::rt::TaskTag{vdev::rt::TaskKind::kKernel, 0, hint};
-}
-
 namespace {
 std::atomic<bool> g_forked_child{false};
 std::atomic<std::uint64_t> g_releases{0};

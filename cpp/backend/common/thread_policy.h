@@ -54,13 +54,6 @@ inline constexpr std::uint64_t kParallelTaskElements = 32768;
 // element-wise kernels about one element.
 inline constexpr std::uint64_t kMultiplyAddsPerElement = 16;
 
-// The tag of a kernel task that reads or writes `tensors` (undefined ones are skipped): its
-// elements hint is the most elements of one of them, or `multiply_adds` /
-// kMultiplyAddsPerElement if that is more (a product or a convolution, whose work is not its
-// tensors' size).
-VDEV_BACKEND_API vdev::rt::TaskTag kernel_tag(std::initializer_list<const at::TensorBase*> tensors,
-                                              std::uint64_t multiply_adds = 0);
-
 // The most intra-op threads of a task, by what the host threads do when it starts.
 struct TaskThreads {
   std::int16_t host_running;  // while every host thread runs (queues work, runs Python)
@@ -68,7 +61,7 @@ struct TaskThreads {
 };
 
 // The most intra-op threads of a task queued now by the calling thread with `tag`. Exported
-// because enqueue_task, inlined into its callers, calls it.
+// because emplace_launch, inlined into its callers, calls it.
 VDEV_BACKEND_API TaskThreads task_intra_op_threads(const vdev::rt::TaskTag& tag = {});
 
 // The threads a task with `limits` runs with if it starts now, on its worker: its limit for what

@@ -10,8 +10,8 @@ namespace vdev::backend {
 const char* kernel_task_name(const std::string& name) { return intern_task_name(name); }
 
 void launch_kernel(KernelEntry entry, const char* name, c10::DeviceIndex device, KernelArgs args,
-                   HostScalars scalars) {
-  enqueue_task(current_runtime_stream(device), name,
+                   HostScalars scalars, c10::ArrayRef<TensorUse> uses) {
+  queue_launch({.stream = current_runtime_stream(device), .name = name, .uses = uses},
                [entry, args = std::move(args), scalars = std::move(scalars)] {
                  // The scalars' copies live in this task; the slots pointing at them are set in a
                  // copy of the arguments, so that the task itself is never written: a graph's

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "backend/common/export.h"
+#include "backend/common/launch.h"
 
 namespace vdev::backend {
 
@@ -57,7 +58,9 @@ VDEV_BACKEND_API const char* kernel_task_name(const std::string& name);
 // in the generated code, for errors and the profiler) must live until the process exits
 // (kernel_task_name). An exception the kernel throws (Inductor's integer division by zero) fails
 // the task, and is raised at the next synchronization as for an operator.
+// `uses`: the tensors the kernel reads and writes, for the launch observers (common/launch.h).
 VDEV_BACKEND_API void launch_kernel(KernelEntry entry, const char* name, c10::DeviceIndex device,
-                                    KernelArgs args, HostScalars scalars = {});
+                                    KernelArgs args, HostScalars scalars = {},
+                                    c10::ArrayRef<TensorUse> uses = {});
 
 }  // namespace vdev::backend

@@ -71,10 +71,10 @@ void LaunchArguments::add_host_scalar(std::size_t i, const void* data, std::int6
   std::memcpy(s.bytes, data, element_size);
 }
 
-void LaunchArguments::launch() && {
+void LaunchArguments::launch(c10::ArrayRef<TensorUse> uses) && {
   const int device = device_ >= 0 ? device_ : rt::get_device();
   launch_kernel(kernel_.entry(), kernel_.name(), static_cast<c10::DeviceIndex>(device),
-                std::move(slots_), std::move(scalars_));
+                std::move(slots_), std::move(scalars_), uses);
 }
 
 }  // namespace vdev::backend

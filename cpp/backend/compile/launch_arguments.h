@@ -71,7 +71,9 @@ class VDEV_BACKEND_API LaunchArguments {
 
   // Queues the kernel (launch_kernel) on the calling thread's current stream of the buffers'
   // device, or of its current device when no buffer has bytes (nothing is read or written).
-  void launch() &&;
+  // `uses`: the tensors its buffer arguments are (in_ptr read, out_ptr and in_out_ptr written),
+  // for the launch observers; the caller names them only while launch_observers() is set.
+  void launch(c10::ArrayRef<TensorUse> uses = {}) &&;
 
  private:
   const KernelSignature& kernel_;

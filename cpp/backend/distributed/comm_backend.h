@@ -74,8 +74,9 @@
 
 #include "backend/common/cpu_alias.h"
 #include "backend/common/export.h"
+#include "backend/common/launch.h"
 #include "backend/distributed/comm_work.h"
-#include "backend/sanitizer/stream_sanitizer.h"
+#include "backend/distributed/rank_agreement.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
@@ -146,19 +147,18 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
   // Argument lists as Gloo's methods take them; args[0] is the flat list (inputs or in-place
   // tensors), later entries the nested lists (one per rank or per input).
   using TensorLists = std::vector<std::vector<at::Tensor>>;
-  using Launch = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, TensorLists&)>;
+  using GlooCall = std::function<c10::intrusive_ptr<c10d::Work>(c10d::Backend&, TensorLists&)>;
   // Runs on the comm stream's task once Gloo's work is done, on the same aliases (integer AVG's
   // division).
   using Finish = std::function<void(TensorLists&)>;
   // What every rank must agree on for a collective (op, dtype, tensors, elements, reduce op,
-  // root); comm_backend.cpp names the fields.
-  using Fingerprint = std::array<int64_t, 6>;
+  // root); rank_agreement.h names the fields.
   struct Pending {
     std::vector<std::vector<AliasSpec>> args;
-    Launch launch;
+    GlooCall call;
     std::optional<Fingerprint> print;  // none: not compared (send, recv)
     Finish finish;                     // may be empty
-    std::vector<TensorUse> uses;       // for the stream sanitizer, while it is on
+    HeldUses uses;  // for the launch observers, while one observes (cleared before queuing)
   };
   struct Submission {
     c10d::OpType type;
@@ -172,7 +172,7 @@ class VDEV_BACKEND_API CommBackend : public c10d::Backend {
     Finish finish;           // may be empty
   };
 
-  c10::intrusive_ptr<c10d::Work> submit(Submission s, Launch launch);
+  c10::intrusive_ptr<c10d::Work> submit(Submission s, GlooCall call);
   // The group's device for tensors on `device` (binds it on first use).
   vdev::rt::Stream& comm_stream_for(c10::DeviceIndex device, const char* name);
   // NCCL's duplicate-device check (its communicator's init): at the group's first collective the

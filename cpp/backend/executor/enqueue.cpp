@@ -10,6 +10,7 @@
 
 #include "backend/checks/profile_rules.h"
 #include "backend/checks/stand_in_check.h"
+#include "backend/common/operator_uses.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/executor/host_run.h"
@@ -19,8 +20,6 @@
 #include "backend/memory/device_tensor.h"
 #include "backend/memory/storage_resize.h"
 #include "backend/random/generator.h"
-#include "backend/sanitizer/operator_uses.h"
-#include "backend/sanitizer/settings.h"
 
 namespace vdev::backend {
 namespace {
@@ -95,18 +94,6 @@ std::vector<c10::IValue> device_outputs(const LaunchPlan& plan,
   return outputs;
 }
 
-// The stream sanitizer's view of the call (backend/sanitizer/): its arguments by their alias
-// annotations and its fresh outputs.
-void sanitize_operator(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                       std::size_t first, const LaunchPlan& plan,
-                       const std::vector<c10::IValue>& outputs, vdev::rt::Stream& stream) {
-  std::vector<const c10::IValue*> fresh;
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    if (plan.aliased[i] < 0) fresh.push_back(&outputs[i]);
-  }
-  sanitize_queued(stream, plan.task_name, operator_uses(op, stack, first, fresh));
-}
-
 }  // namespace
 
 at::Tensor fresh_output(const MetaTensor& m) {
@@ -154,12 +141,20 @@ EnqueueOutcome try_enqueue_operator(const c10::OperatorHandle& op, torch::jit::S
   }
   const c10::DeviceGuard guard(device);
   std::vector<c10::IValue> outputs = device_outputs(*plan, returns, *stack, first);
-  const char* name = plan->task_name;  // before `plan` moves into the task
-  const vdev::rt::TaskTag tag{vdev::rt::TaskKind::kKernel, 0, plan->size_hint};
-  vdev::rt::Stream& stream = current_runtime_stream(device.index());
-  if (C10_UNLIKELY(sanitizing_accesses()))
-    sanitize_operator(op, *stack, first, *plan, outputs, stream);
-  emplace_task<OperatorTask>(stream, name, tag, op, std::move(plan), *stack, first, outputs, draw);
+  // What the call reads and writes, for the launch observers only: its arguments by their alias
+  // annotations, and its fresh outputs.
+  auto uses = [&, &plan = *plan](UseVisitor visit) {
+    c10::SmallVector<const c10::IValue*, 4> fresh;
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      if (plan.aliased[i] < 0) fresh.push_back(&outputs[i]);
+    }
+    visit_operator_uses(op, *stack, first, fresh, visit);
+  };
+  const Launch launch{.stream = current_runtime_stream(device.index()),
+                      .name = plan->task_name,
+                      .uses = LaunchUses::derived(uses),
+                      .elements = plan->size_hint};
+  emplace_launch<OperatorTask>(launch, op, std::move(plan), *stack, first, outputs, draw);
 
   torch::jit::drop(*stack, nargs);
   for (auto& o : outputs) stack->push_back(std::move(o));

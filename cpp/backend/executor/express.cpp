@@ -10,13 +10,13 @@
 
 #include "backend/checks/call_checks.h"
 #include "backend/checks/profile_rules.h"
+#include "backend/common/operator_uses.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
 #include "backend/executor/enqueue.h"
 #include "backend/executor/express_task.h"
 #include "backend/executor/plan_cache.h"
-#include "backend/sanitizer/settings.h"
 
 namespace vdev::backend {
 namespace {
@@ -114,15 +114,21 @@ bool lane_plan(const LaunchPlan& plan, const ExpressOperator& op, const at::Tens
   return plan.all_fresh;
 }
 
-// A miss: the boxed path's checks and plan for this signature (on a boxed copy of the arguments;
-// the copies are what a boxed call makes anyway). Raises what the boxed path would raise.
-std::shared_ptr<const ExpressSignature> signature_on_miss(const ExpressOperator& op,
-                                                          c10::ArrayRef<UnboxedArg> args) {
+// A boxed copy of the arguments (the copies are what a boxed call makes anyway).
+torch::jit::Stack boxed(c10::ArrayRef<UnboxedArg> args) {
   torch::jit::Stack stack;
   stack.reserve(args.size());
   for (const UnboxedArg& a : args) {
     stack.push_back(a.tensor != nullptr ? c10::IValue(*a.tensor) : a.value);
   }
+  return stack;
+}
+
+// A miss: the boxed path's checks and plan for this signature (on a boxed copy of the arguments;
+// the copies are what a boxed call makes anyway). Raises what the boxed path would raise.
+std::shared_ptr<const ExpressSignature> signature_on_miss(const ExpressOperator& op,
+                                                          c10::ArrayRef<UnboxedArg> args) {
+  torch::jit::Stack stack = boxed(args);
   const CheckedCall call = check_call(op.handle, stack);
   if (!call.may_queue()) return nullptr;
   std::shared_ptr<const LaunchPlan> plan = find_or_make_plan(op.handle, stack, 0, args.size());
@@ -149,7 +155,6 @@ ExpressOperator::ExpressOperator(c10::OperatorHandle op) : handle(std::move(op))
 }
 
 bool try_express(const ExpressOperator& op, c10::ArrayRef<UnboxedArg> args, at::Tensor& result) {
-  if (C10_UNLIKELY(sanitizing_accesses())) return false;  // the boxed path reports the accesses
   const std::optional<c10::Device> device = lane_device(args);
   if (!device || (op.writes_self && !written_self_alone(args))) return false;
   refuse_operator_the_profile_lacks(op.handle);  // VDEV_PROFILE: as the boxed path, first
@@ -177,9 +182,23 @@ bool try_express(const ExpressOperator& op, c10::ArrayRef<UnboxedArg> args, at::
 
   const c10::DeviceGuard guard(*device);
   if (!op.writes_self) result = fresh_output(plan.returns[0].tensors[0]);
-  const vdev::rt::TaskTag tag{vdev::rt::TaskKind::kKernel, 0, plan.size_hint};
-  emplace_task<ExpressTask>(current_runtime_stream(device->index()), plan.task_name, tag,
-                            std::move(sig), args, op.writes_self ? nullptr : &result);
+  // What the call reads and writes, for the launch observers only: by the boxed path's rules, on
+  // a boxed copy of its arguments.
+  auto uses = [&](UseVisitor visit) {
+    torch::jit::Stack stack = boxed(args);
+    c10::IValue fresh;
+    c10::SmallVector<const c10::IValue*, 1> fresh_outputs;
+    if (!op.writes_self) {
+      fresh = result;
+      fresh_outputs.push_back(&fresh);
+    }
+    visit_operator_uses(op.handle, stack, 0, fresh_outputs, visit);
+  };
+  const Launch launch{.stream = current_runtime_stream(device->index()),
+                      .name = plan.task_name,
+                      .uses = LaunchUses::derived(uses),
+                      .elements = plan.size_hint};
+  emplace_launch<ExpressTask>(launch, std::move(sig), args, op.writes_self ? nullptr : &result);
   ++t_express_calls;
   return true;
 }

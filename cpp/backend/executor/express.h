@@ -17,7 +17,7 @@
 // remembers it (a Python number where an operator's device rule wants a vdev tensor, as silu's
 // and the activation backwards' do, raises there, and then at every call: nothing is stored).
 // Anything else (a CPU tensor, an empty call, a written argument that shares storage or may
-// overlap itself, the stream sanitizer on, a plan that settles on the host or warns) it declines,
+// overlap itself, a plan that settles on the host or warns) it declines,
 // having changed nothing, and the kernel takes the boxed path.
 //
 // The key: the operator, the modes (deterministic algorithms, default dtype), every tensor's

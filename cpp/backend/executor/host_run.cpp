@@ -8,14 +8,14 @@
 
 #include "backend/common/cpu_alias.h"
 #include "backend/common/host_call.h"
+#include "backend/common/launch.h"
+#include "backend/common/operator_uses.h"
 #include "backend/common/schema_arguments.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
 #include "backend/memory/storage_resize.h"
-#include "backend/sanitizer/operator_uses.h"
-#include "backend/sanitizer/settings.h"
 
 namespace vdev::backend {
 
@@ -27,10 +27,9 @@ void run_on_cpu_aliases(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   const c10::FunctionSchema& schema = op.schema();
   const std::size_t nargs = schema.arguments().size();
   const std::size_t first = stack->size() - nargs;
-  if (C10_UNLIKELY(sanitizing_accesses())) {
-    // After the wait for the current stream: other streams' unordered work still conflicts.
-    sanitize_host_access(intern_task_name(schema.name()), operator_uses(op, *stack, first, {}));
-  }
+  // After the wait for the current stream: other streams' unordered work still conflicts.
+  auto uses = [&](UseVisitor visit) { visit_operator_uses(op, *stack, first, {}, visit); };
+  observe_host_run({schema.name().c_str(), LaunchUses::derived(uses)});
 
   SharedCpuAliases aliases;
   auto alias = [&](const at::Tensor& t) { return aliases.of(t); };

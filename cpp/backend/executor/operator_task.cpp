@@ -118,7 +118,7 @@ OperatorTask::OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const 
   }
 }
 
-void OperatorTask::operator()() { run(); }  // enqueue_task maps its errors
+void OperatorTask::operator()() { run(); }  // queue_launch maps its errors
 
 void OperatorTask::run() {
   const torch::jit::Stack made = make_args();

@@ -38,7 +38,7 @@ class OperatorTask {
  public:
   // Captures the call of `op` on stack[first, end) with `outputs` (the device tensors the call
   // returns) under `plan`; a random operator (plan->generator_arg) with the draw reserved for it.
-  // Built where it is queued (emplace_task in backend/common/task.h), never moved.
+  // Built where it is queued (emplace_launch in backend/common/task.h), never moved.
   OperatorTask(const c10::OperatorHandle& op, std::shared_ptr<const LaunchPlan> plan,
                const torch::jit::Stack& stack, std::size_t first,
                const std::vector<c10::IValue>& outputs, std::optional<RandomDraw> draw);

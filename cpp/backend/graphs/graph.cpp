@@ -17,7 +17,6 @@
 #include "backend/memory/allocator.h"
 #include "backend/memory/device_cache.h"
 #include "backend/random/graph_draws.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/capture.h"
 #include "runtime/device.h"
 #include "runtime/errors.h"
@@ -170,12 +169,13 @@ class VdevGraph final : public at::GraphImplInterface {
                 " captures another graph is not supported on vdev (its draws could not change "
                 "per replay of the outer graph)");
     std::vector<ReplayDraw> draws = reserve_replay_draws(executable_->rng);
-    if (C10_UNLIKELY(sanitizing_accesses())) sanitize_replay(stream, capture_id_);
-    enqueue_task(
-        stream, "graph_replay",
-        [graph = executable_, draws = std::move(draws), device = stream.device(),
-         id = stream.id()] { graph->run(draws, device, id); },
-        vdev::rt::TaskTag{vdev::rt::TaskKind::kGraphReplay});
+    // Observers replay what the capture recorded (the sanitizer: every access it captured).
+    queue_launch({.stream = stream,
+                  .name = "graph_replay",
+                  .kind = vdev::rt::TaskKind::kGraphReplay,
+                  .replays_capture = capture_id_},
+                 [graph = executable_, draws = std::move(draws), device = stream.device(),
+                  id = stream.id()] { graph->run(draws, device, id); });
   }
 
   void reset() noexcept override {
@@ -191,7 +191,7 @@ class VdevGraph final : public at::GraphImplInterface {
     }
     release_pool();
     executable_.reset();
-    forget_capture(capture_id_);
+    observe_capture_dropped(capture_id_);
     tasks_.clear();
     rng_.clear();
     capture_ended_ = false;

@@ -6,33 +6,35 @@
 #include <vector>
 
 #include "backend/common/host_call.h"
+#include "backend/common/launch.h"
+#include "backend/common/operator_uses.h"
 #include "backend/common/schema_arguments.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
 #include "backend/layouts/layout_views.h"
-#include "backend/sanitizer/operator_uses.h"
-#include "backend/sanitizer/settings.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
 
-// What the call reads and writes (the sanitizer's rules for an operator's arguments,
-// sanitizer/operator_uses.h), in terms of the dense members of its tensors.
-void sanitize_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                   std::size_t first) {
-  std::vector<TensorUse> uses;
-  for (std::size_t i = first; i < stack.size(); ++i) {
-    const std::optional<Access> access = argument_access(op, stack, first, i - first);
-    if (!access) continue;
-    for_each_tensor(stack[i], [&](const at::Tensor& t) {
-      if (!is_vdev_tensor(t)) return;
-      for (at::Tensor& m : dense_members(t)) uses.push_back({std::move(m), *access});
-    });
-  }
-  sanitize_host_access(intern_task_name(op.schema().name()), uses);
+// What the call reads and writes (an operator's rules for its arguments, common/operator_uses.h),
+// in terms of the dense members of its tensors, for the launch observers.
+void observe_call(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                  std::size_t first) {
+  auto uses = [&](UseVisitor visit) {
+    HeldUses found;
+    for (std::size_t i = first; i < stack.size(); ++i) {
+      const std::optional<Access> access = argument_access(op, stack, first, i - first);
+      if (!access) continue;
+      for_each_tensor(stack[i], [&](const at::Tensor& t) {
+        if (!is_vdev_tensor(t)) return;
+        for (at::Tensor& m : dense_members(t)) found.add(std::move(m), *access);
+      });
+    }
+    found.visit(visit);
+  };
+  observe_host_run({op.schema().name().c_str(), LaunchUses::derived(uses)});
 }
 
 }  // namespace
@@ -45,7 +47,7 @@ void run_layout_op_on_host(const c10::OperatorHandle& op, torch::jit::Stack* sta
   const c10::FunctionSchema& schema = op.schema();
   const std::size_t nargs = schema.arguments().size();
   const std::size_t first = stack->size() - nargs;
-  if (C10_UNLIKELY(sanitizing_accesses())) sanitize_call(op, *stack, first);
+  observe_call(op, *stack, first);
 
   LayoutViews views;
   struct Written {

@@ -23,7 +23,6 @@
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
 #include "backend/layouts/layout_views.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
@@ -253,14 +252,14 @@ bool try_queue_layout_product(const c10::OperatorHandle& op, torch::jit::Stack* 
   args.reserve(call->args.size());
   vdev::rt::Stream& stream = current_runtime_stream(device.index());
   const char* name = intern_task_name(op.schema().name());
-  if (C10_UNLIKELY(sanitizing_accesses())) {
-    // Arguments the kernel reads: every tensor but the written one, and self only where beta
-    // is not zero (addmv(empty, A, v, beta=0) is mv). The written one is read too when it is
-    // also a read argument (add_, addmm_).
+  // What the kernel reads and writes, for the launch observers only. Arguments it reads: every
+  // tensor but the written one, and self only where beta is not zero (addmv(empty, A, v, beta=0)
+  // is mv). The written one is read too when it is also a read argument (add_, addmm_).
+  auto uses = [&](UseVisitor visit) {
     auto read = [&](std::size_t i) {
       return call->args[i].isTensor() && i != call->written && (i != 0 || reads_self(*call));
     };
-    std::vector<TensorUse> uses;
+    HeldUses found;
     for (std::size_t i = 0; i < call->args.size(); ++i) {
       if (!call->args[i].isTensor()) continue;
       const at::Tensor& t = call->args[i].toTensor();
@@ -273,10 +272,10 @@ bool try_queue_layout_product(const c10::OperatorHandle& op, torch::jit::Stack* 
       } else if (!read(i)) {
         continue;
       }
-      for (at::Tensor& m : dense_members(t)) uses.push_back({std::move(m), access});
+      for (at::Tensor& m : dense_members(t)) found.add(std::move(m), access);
     }
-    sanitize_queued(stream, name, uses);
-  }
+    found.visit(visit);
+  };
   for (const c10::IValue& v : call->args) {
     if (v.isTensor()) {
       args.push_back({c10::IValue(), LayoutSpec::of(v.toTensor())});
@@ -284,29 +283,32 @@ bool try_queue_layout_product(const c10::OperatorHandle& op, torch::jit::Stack* 
       args.push_back({v, std::nullopt});
     }
   }
-  enqueue_task(stream, name, [kernel = call->op, args = std::move(args)] {
-    torch::jit::Stack cpu;
-    cpu.reserve(args.size());
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      const Arg& a = args[i];
-      if (!a.tensor) {
-        cpu.push_back(a.value);
-        continue;
-      }
-      // The same strided view passed twice (addmm_'s self and out) is one CPU tensor, as on CPU.
-      std::optional<std::size_t> same;
-      for (std::size_t j = 0; j < i && !same; ++j) {
-        if (args[j].tensor && a.tensor->layout == c10::kStrided &&
-            args[j].tensor->layout == c10::kStrided &&
-            args[j].tensor->members[0].same_view(a.tensor->members[0])) {
-          same = j;
+  queue_launch(
+      {.stream = stream, .name = name, .uses = LaunchUses::derived(uses)},
+      [kernel = call->op, args = std::move(args)] {
+        torch::jit::Stack cpu;
+        cpu.reserve(args.size());
+        for (std::size_t i = 0; i < args.size(); ++i) {
+          const Arg& a = args[i];
+          if (!a.tensor) {
+            cpu.push_back(a.value);
+            continue;
+          }
+          // The same strided view passed twice (addmm_'s self and out) is one CPU tensor, as on
+          // CPU.
+          std::optional<std::size_t> same;
+          for (std::size_t j = 0; j < i && !same; ++j) {
+            if (args[j].tensor && a.tensor->layout == c10::kStrided &&
+                args[j].tensor->layout == c10::kStrided &&
+                args[j].tensor->members[0].same_view(a.tensor->members[0])) {
+              same = j;
+            }
+          }
+          cpu.push_back(same ? cpu[*same] : c10::IValue(a.tensor->make()));
         }
-      }
-      cpu.push_back(same ? cpu[*same] : c10::IValue(a.tensor->make()));
-    }
-    const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-    kernel.callBoxed(&cpu);
-  });
+        const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+        kernel.callBoxed(&cpu);
+      });
 
   const c10::IValue result = call->fresh ? c10::IValue(*call->fresh) : call->args[call->written];
   torch::jit::drop(*stack, op.schema().arguments().size());

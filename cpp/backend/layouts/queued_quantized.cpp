@@ -23,7 +23,6 @@
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
 #include "backend/layouts/layout_views.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/memory.h"
 
 namespace vdev::backend {
@@ -163,16 +162,16 @@ bool try_queue_quantized(const c10::OperatorHandle& op, torch::jit::Stack* stack
 
   vdev::rt::Stream& stream = current_runtime_stream(device.index());
   const char* task_name = intern_task_name(name);
-  if (C10_UNLIKELY(sanitizing_accesses())) {
-    std::vector<TensorUse> uses;
-    for (at::Tensor& m : dense_members(x)) uses.push_back({std::move(m), Access::kRead});
+  auto uses = [&](UseVisitor visit) {  // for the launch observers only
+    HeldUses found;
+    for (at::Tensor& m : dense_members(x)) found.add(std::move(m), Access::kRead);
     if (x.is_quantized() && x.qscheme() != at::kPerTensorAffine) {
-      uses.push_back({x.q_per_channel_scales(), Access::kRead});
-      uses.push_back({x.q_per_channel_zero_points(), Access::kRead});
+      found.add(x.q_per_channel_scales(), Access::kRead);
+      found.add(x.q_per_channel_zero_points(), Access::kRead);
     }
-    for (at::Tensor& m : dense_members(result)) uses.push_back({std::move(m), Access::kWrite});
-    sanitize_queued(stream, task_name, uses);
-  }
+    for (at::Tensor& m : dense_members(result)) found.add(std::move(m), Access::kWrite);
+    found.visit(visit);
+  };
   std::optional<QuantizedSpec> in_q, out_q;
   std::optional<AliasSpec> in_dense, out_dense;
   if (x.is_quantized()) {
@@ -185,7 +184,10 @@ bool try_queue_quantized(const c10::OperatorHandle& op, torch::jit::Stack* stack
   } else {
     out_dense = AliasSpec::of(result);
   }
-  enqueue_task(stream, task_name,
+  queue_launch({.stream = stream,
+                .name = task_name,
+                .uses = LaunchUses::derived(uses),
+                .elements = most_elements({&x, &result})},
                [kind, scale, zero_point, qdtype, in_q, out_q, in_dense, out_dense] {
                  const at::Tensor in = in_q ? in_q->make() : in_dense->make();
                  const at::Tensor out = out_q ? out_q->make() : out_dense->make();

@@ -28,7 +28,6 @@
 #include "backend/common/meta_like.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/process.h"
 
 namespace vdev::backend {
@@ -188,21 +187,20 @@ at::Tensor vdev_convolution(const at::Tensor& input, const at::Tensor& weight,
     sig->settle_on_host.store(false, std::memory_order_relaxed);
     return out;
   }
-  vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
-  sanitize_task(stream, "aten::convolution_overrideable",
-                {{input, Access::kRead},
-                 {weight, Access::kRead},
-                 {bias, Access::kRead},
-                 {out, Access::kWrite}});
-  enqueue_task(
-      stream, "aten::convolution_overrideable",
-      [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),
-       o = cpu_alias(out), p]() mutable {
-        o.copy_(at::convolution(in, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt,
-                                p.stride, p.padding, p.dilation, p.transposed, p.output_padding,
-                                p.groups));
-      },
-      kernel_tag({&input, &weight, &out}, conv_multiply_adds(transposed ? input : out, weight)));
+  queue_launch({.stream = current_runtime_stream(input.device().index()),
+                .name = "aten::convolution_overrideable",
+                .uses = {{input, Access::kRead},
+                         {weight, Access::kRead},
+                         {bias, Access::kRead},
+                         {out, Access::kWrite}},
+                .elements = most_elements({&input, &weight, &out}),
+                .multiply_adds = conv_multiply_adds(transposed ? input : out, weight)},
+               [in = cpu_alias(input), w = cpu_alias(weight), b = alias_or_undefined(bias),
+                o = cpu_alias(out), p]() mutable {
+                 o.copy_(at::convolution(
+                     in, w, b.defined() ? std::optional<at::Tensor>(b) : std::nullopt, p.stride,
+                     p.padding, p.dilation, p.transposed, p.output_padding, p.groups));
+               });
   return out;
 }
 
@@ -222,16 +220,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
   if (output_mask[2]) grad_bias = at::empty_strided({bias_size}, {1}, weight.options());
   ConvParams p{stride.vec(),         padding.vec(), dilation.vec(),
                output_padding.vec(), transposed,    groups};
-  vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
-  sanitize_task(stream, "aten::convolution_backward_overrideable",
-                {{grad_output, Access::kRead},
-                 {input, Access::kRead},
-                 {weight, Access::kRead},
-                 {grad_input, Access::kWrite},
-                 {grad_weight, Access::kWrite},
-                 {grad_bias, Access::kWrite}});
-  enqueue_task(
-      stream, "aten::convolution_backward_overrideable",
+  queue_launch(
+      {.stream = current_runtime_stream(input.device().index()),
+       .name = "aten::convolution_backward_overrideable",
+       .uses = {{grad_output, Access::kRead},
+                {input, Access::kRead},
+                {weight, Access::kRead},
+                {grad_input, Access::kWrite},
+                {grad_weight, Access::kWrite},
+                {grad_bias, Access::kWrite}},
+       .elements = most_elements({&grad_output, &input, &weight}),
+       // grad_input and grad_weight each cost about the forward's multiply-adds.
+       .multiply_adds =
+           std::min(conv_multiply_adds(transposed ? input : grad_output, weight), UINT64_MAX / 2) *
+           (int{output_mask[0]} + int{output_mask[1]})},
       [go = cpu_alias(grad_output), in = cpu_alias(input), w = cpu_alias(weight),
        gi = alias_or_undefined(grad_input), gw = alias_or_undefined(grad_weight),
        gb = alias_or_undefined(grad_bias), p, bias_size, output_mask]() mutable {
@@ -241,12 +243,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_convolution_backward(
         if (gi.defined()) gi.copy_(ri);
         if (gw.defined()) gw.copy_(rw);
         if (gb.defined()) gb.copy_(rb);
-      },
-      // grad_input and grad_weight each cost about the forward's multiply-adds.
-      kernel_tag(
-          {&grad_output, &input, &weight},
-          std::min(conv_multiply_adds(transposed ? input : grad_output, weight), UINT64_MAX / 2) *
-              (int{output_mask[0]} + int{output_mask[1]})));
+      });
   return {grad_input, grad_weight, grad_bias};
 }
 

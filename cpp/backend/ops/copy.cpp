@@ -43,8 +43,6 @@
 #include "backend/memory/host_allocator.h"
 #include "backend/memory/retained_memory.h"
 #include "backend/memory/storage_resize.h"
-#include "backend/sanitizer/settings.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/capture.h"
 #include "runtime/memory.h"
 
@@ -81,12 +79,26 @@ vdev::rt::HostMemory host_memory(const at::Tensor& host) {
                                         : vdev::rt::HostMemory::kPageable;
 }
 
-// What the task observers see of a copy between host and device of `bytes` (a memcpy activity).
+// What the task observers see of a copy between host and device of `bytes` (a memcpy activity),
+// for a synchronous copy (report_synchronous_copy).
 vdev::rt::TaskTag host_copy_tag(vdev::rt::TaskKind kind, std::size_t bytes,
                                 const at::Tensor& host) {
   vdev::rt::TaskTag tag{kind, static_cast<std::uint64_t>(bytes)};
   tag.host = host_memory(host);
   return tag;
+}
+
+// The launch of a copy of `uses` (source read, destination written) on `stream`: a memcpy of
+// `kind` between host and device (`host`: the host side), or within the device.
+Launch copy_launch(vdev::rt::Stream& stream, c10::ArrayRef<TensorUse> uses, vdev::rt::TaskKind kind,
+                   std::size_t bytes, const at::Tensor* host) {
+  return Launch{.stream = stream,
+                .name = "copy_",
+                .kind = kind,
+                .uses = uses,
+                .bytes = bytes,
+                .host = host != nullptr ? host_memory(*host) : vdev::rt::HostMemory::kPageable,
+                .operation = "aten::copy_"};
 }
 
 // A device-to-device copy that converts a dtype or follows strides: on CUDA a copy kernel
@@ -95,17 +107,13 @@ vdev::rt::TaskTag host_copy_tag(vdev::rt::TaskKind kind, std::size_t bytes,
 // named like CUDA's.
 constexpr const char* kCopyKernelName = "direct_copy_kernel";
 
-// Queues dst.copy_(src) between CPU tensors (aliases of device bytes or host tensors) on `stream`;
-// `tag` says what it is to the task observers (a memcpy between host and device, a copy kernel).
-void enqueue_cpu_copy(vdev::rt::Stream& stream, at::Tensor dst_cpu, at::Tensor src_cpu,
-                      std::shared_ptr<void> keep, vdev::rt::TaskTag tag,
-                      const char* name = "copy_") {
-  enqueue_task(
-      stream, name,
-      [dst_cpu, src_cpu, keep = std::move(keep)]() mutable {
-        dst_cpu.copy_(src_cpu);  // plain CPU tensors: enqueue_task runs it below autograd
-      },
-      tag);
+// Queues dst.copy_(src) between CPU tensors (aliases of device bytes or host tensors) as the work
+// `launch` describes (a memcpy between host and device, a copy kernel).
+void enqueue_cpu_copy(const Launch& launch, at::Tensor dst_cpu, at::Tensor src_cpu,
+                      std::shared_ptr<void> keep) {
+  queue_launch(launch, [dst_cpu, src_cpu, keep = std::move(keep)]() mutable {
+    dst_cpu.copy_(src_cpu);  // plain CPU tensors: queue_launch runs it below autograd
+  });
 }
 
 // A synchronous copy of this many bytes or more runs as CPU's copy_ between the host tensor and
@@ -167,16 +175,6 @@ void note_copy_wait(bool non_blocking, bool to_device, const at::Tensor& host,
   note_synchronizing_operation(name, device);
 }
 
-void sanitize_copy(vdev::rt::Stream* queued_on, const at::Tensor& src, const at::Tensor& dst) {
-  if (C10_LIKELY(!sanitizing_accesses())) return;
-  const TensorUse uses[] = {{src, Access::kRead}, {dst, Access::kWrite}};
-  if (queued_on != nullptr) {
-    sanitize_queued(*queued_on, "aten::copy_", uses);
-  } else {
-    sanitize_host_access("aten::copy_", uses);
-  }
-}
-
 void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
   vdev::rt::Stream& stream = current_runtime_stream(dst.device().index());
   if (!non_blocking || !asynchronous_host_side(src)) {
@@ -185,7 +183,7 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
     // behavior"), then stages the bytes: the copy has happened when the call returns.
     note_copy_wait(non_blocking, /*to_device=*/true, src, dst.device().index());
     wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
-    sanitize_copy(nullptr, src, dst);
+    observe_host_run({"aten::copy_", {{src, Access::kRead}, {dst, Access::kWrite}}});
     const std::int64_t start = vdev::rt::task_tracing() ? vdev::rt::trace_clock_ns() : 0;
     if (one_memcpy(src, dst)) {
       vdev::rt::memcpy_host_to_device(dst.data_ptr(), src.data_ptr(), dst.nbytes());
@@ -196,15 +194,15 @@ void copy_host_to_device(const at::Tensor& src, const at::Tensor& dst, bool non_
         stream, host_copy_tag(vdev::rt::TaskKind::kMemcpyHtoD, dst.nbytes(), src), start);
     return;
   }
-  sanitize_copy(&stream, src, dst);
+  const TensorUse uses[] = {{src, Access::kRead}, {dst, Access::kWrite}};
+  const Launch launch =
+      copy_launch(stream, uses, vdev::rt::TaskKind::kMemcpyHtoD, dst.nbytes(), &src);
   if (same_bytes_layout(src, dst)) {
-    VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                   CopyKind::HostToDevice, keep_alive({dst, src}),
-                                   vdev::rt::HostMemory::kPinned));
+    queue_copy(launch, dst.data_ptr(), src.data_ptr(), CopyKind::HostToDevice,
+               keep_alive({dst, src}));
     return;
   }
-  enqueue_cpu_copy(stream, cpu_alias(dst), host_view(src), keep_alive({dst, src}),
-                   host_copy_tag(vdev::rt::TaskKind::kMemcpyHtoD, dst.nbytes(), src));
+  enqueue_cpu_copy(launch, cpu_alias(dst), host_view(src), keep_alive({dst, src}));
 }
 
 void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
@@ -214,7 +212,7 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
     // cudaMemcpyAsync), so non_blocking=True waits as well.
     note_copy_wait(non_blocking, /*to_device=*/false, dst, src.device().index());
     wait_then_reraise_warnings([&] { VDEV_RT(stream.synchronize()); });
-    sanitize_copy(nullptr, src, dst);
+    observe_host_run({"aten::copy_", {{src, Access::kRead}, {dst, Access::kWrite}}});
     const std::int64_t start = vdev::rt::task_tracing() ? vdev::rt::trace_clock_ns() : 0;
     if (one_memcpy(src, dst)) {
       vdev::rt::memcpy_device_to_host(dst.data_ptr(), src.data_ptr(), dst.nbytes());
@@ -226,15 +224,15 @@ void copy_device_to_host(const at::Tensor& src, const at::Tensor& dst, bool non_
         stream, host_copy_tag(vdev::rt::TaskKind::kMemcpyDtoH, dst.nbytes(), dst), start);
     return;
   }
-  sanitize_copy(&stream, src, dst);
+  const TensorUse uses[] = {{src, Access::kRead}, {dst, Access::kWrite}};
+  const Launch launch =
+      copy_launch(stream, uses, vdev::rt::TaskKind::kMemcpyDtoH, dst.nbytes(), &dst);
   if (same_bytes_layout(src, dst)) {
-    VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                   CopyKind::DeviceToHost, keep_alive({src, dst}),
-                                   vdev::rt::HostMemory::kPinned));
+    queue_copy(launch, dst.data_ptr(), src.data_ptr(), CopyKind::DeviceToHost,
+               keep_alive({src, dst}));
     return;
   }
-  enqueue_cpu_copy(stream, host_view(dst), cpu_alias(src), keep_alive({src, dst}),
-                   host_copy_tag(vdev::rt::TaskKind::kMemcpyDtoH, dst.nbytes(), dst));
+  enqueue_cpu_copy(launch, host_view(dst), cpu_alias(src), keep_alive({src, dst}));
 }
 
 void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
@@ -248,16 +246,19 @@ void copy_device_to_device(const at::Tensor& src, const at::Tensor& dst) {
     dst_stream = &current_runtime_stream(dst_dev);
     order_after(stream, *dst_stream);
   }
-  sanitize_copy(&stream, src, dst);
+  const TensorUse uses[] = {{src, Access::kRead}, {dst, Access::kWrite}};
   // Nothing to keep alive: both sides are device memory, ordered by the caching allocator.
   if (same_bytes_layout(src, dst)) {
-    VDEV_RT(vdev::rt::memcpy_async(stream, dst.data_ptr(), src.data_ptr(), dst.nbytes(),
-                                   CopyKind::DeviceToDevice));
+    queue_copy(copy_launch(stream, uses, vdev::rt::TaskKind::kMemcpyDtoD, dst.nbytes(), nullptr),
+               dst.data_ptr(), src.data_ptr(), CopyKind::DeviceToDevice);
   } else {
     // Strided or converting: a copy kernel (on CUDA too, across devices with peer access).
-    const vdev::rt::TaskTag kernel{vdev::rt::TaskKind::kKernel, 0,
-                                   static_cast<std::uint64_t>(dst.numel())};
-    enqueue_cpu_copy(stream, cpu_alias(dst), cpu_alias(src), nullptr, kernel, kCopyKernelName);
+    enqueue_cpu_copy({.stream = stream,
+                      .name = kCopyKernelName,
+                      .uses = c10::ArrayRef<TensorUse>(uses),
+                      .elements = static_cast<std::uint64_t>(dst.numel()),
+                      .operation = "aten::copy_"},
+                     cpu_alias(dst), cpu_alias(src), nullptr);
   }
   if (dst_stream != nullptr) order_after(*dst_stream, stream);
 }
@@ -334,10 +335,7 @@ at::Scalar vdev_local_scalar_dense(const at::Tensor& self) {
   // A host read of a device value waits, as on CUDA.
   note_synchronizing_operation("aten::_local_scalar_dense (.item())", self.device().index());
   sync_current_stream(self.device());
-  if (C10_UNLIKELY(sanitizing_accesses())) {
-    const TensorUse read[] = {{self, Access::kRead}};
-    sanitize_host_access("aten::_local_scalar_dense", read);
-  }
+  observe_host_run({"aten::_local_scalar_dense", {{self, Access::kRead}}});
   return at::_local_scalar_dense(cpu_alias(self));
 }
 

@@ -26,7 +26,6 @@
 #include "backend/common/task.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
@@ -64,16 +63,15 @@ std::tuple<at::Tensor, at::Tensor> vdev_native_dropout(const at::Tensor& input, 
   const RandomDraw draw = reserve_draw(std::nullopt, input.device().index());
   at::Tensor output = at::empty_like(input);
   at::Tensor mask = at::empty_like(input, bool_options);
-  vdev::rt::Stream& stream = current_runtime_stream(input.device().index());
-  sanitize_task(stream, "aten::native_dropout",
-                {{input, Access::kRead}, {output, Access::kWrite}, {mask, Access::kWrite}});
-  enqueue_task(
-      stream, "aten::native_dropout",
-      [in = AliasSpec::of(input), out = AliasSpec::of(output), m = AliasSpec::of(mask), draw, keep,
-       scale] {
-        dropout_into(out.make(), m.make(), in.make(), keep, scale, cpu_generator_for(draw));
-      },
-      kernel_tag({&input}));
+  queue_launch({.stream = current_runtime_stream(input.device().index()),
+                .name = "aten::native_dropout",
+                .uses = {{input, Access::kRead}, {output, Access::kWrite}, {mask, Access::kWrite}},
+                .elements = most_elements({&input})},
+               [in = AliasSpec::of(input), out = AliasSpec::of(output), m = AliasSpec::of(mask),
+                draw, keep, scale] {
+                 dropout_into(out.make(), m.make(), in.make(), keep, scale,
+                              cpu_generator_for(draw));
+               });
   return {output, mask};
 }
 

@@ -22,7 +22,6 @@
 #include "backend/common/task.h"
 #include "backend/common/vdev_device.h"
 #include "backend/memory/device_tensor.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
@@ -88,21 +87,23 @@ void check_fill_like_cpu(const at::Tensor& self, const at::Scalar& value) {
 at::Tensor& vdev_fill_(at::Tensor& self, const at::Scalar& value) {
   if (self.numel() == 0) return self;
   check_fill_like_cpu(self, value);
-  vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
-  sanitize_task(stream, "aten::fill_", {{self, Access::kWrite}});
-  enqueue_task(
-      stream, "aten::fill_", [spec = AliasSpec::of(self), value] { spec.make().fill_(value); },
-      vdev::rt::TaskTag{vdev::rt::TaskKind::kMemset, static_cast<std::uint64_t>(self.nbytes())});
+  queue_launch({.stream = current_runtime_stream(self.device().index()),
+                .name = "aten::fill_",
+                .kind = vdev::rt::TaskKind::kMemset,
+                .uses = {{self, Access::kWrite}},
+                .bytes = self.nbytes()},
+               [spec = AliasSpec::of(self), value] { spec.make().fill_(value); });
   return self;
 }
 
 at::Tensor& vdev_zero_(at::Tensor& self) {
   if (self.numel() == 0) return self;
-  vdev::rt::Stream& stream = current_runtime_stream(self.device().index());
-  sanitize_task(stream, "aten::zero_", {{self, Access::kWrite}});
-  enqueue_task(
-      stream, "aten::zero_", [spec = AliasSpec::of(self)] { spec.make().zero_(); },
-      vdev::rt::TaskTag{vdev::rt::TaskKind::kMemset, static_cast<std::uint64_t>(self.nbytes())});
+  queue_launch({.stream = current_runtime_stream(self.device().index()),
+                .name = "aten::zero_",
+                .kind = vdev::rt::TaskKind::kMemset,
+                .uses = {{self, Access::kWrite}},
+                .bytes = self.nbytes()},
+               [spec = AliasSpec::of(self)] { spec.make().zero_(); });
   return self;
 }
 

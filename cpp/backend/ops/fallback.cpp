@@ -67,6 +67,8 @@
 #include "backend/checks/host_checked_results.h"
 #include "backend/checks/overlap.h"
 #include "backend/common/alert_filter.h"
+#include "backend/common/launch.h"
+#include "backend/common/operator_uses.h"
 #include "backend/common/schema_arguments.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
@@ -77,9 +79,6 @@
 #include "backend/executor/host_run.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
-#include "backend/sanitizer/operator_uses.h"
-#include "backend/sanitizer/settings.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
@@ -121,15 +120,12 @@ void run_synchronously(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   if (device) sync_current_stream(*device);
   check_before_cpu_lapack(op, *stack);
   const QuietSynchronizations quiet;  // its copies to and from the host were just noted with it
-  // The sanitizer judges the call by its operator's rules, not by the copies that reach CPU's
-  // kernel (which copy out= arguments in as if they were read).
-  std::optional<CheckedHostCall> checked;
-  if (C10_UNLIKELY(sanitizing_accesses())) {
-    const std::size_t first = stack->size() - op.schema().arguments().size();
-    sanitize_host_access(intern_task_name(op.schema().name()),
-                         operator_uses(op, *stack, first, {}));
-    checked.emplace();
-  }
+  // Observers judge the call by its operator's rules, not by the copies that reach CPU's kernel
+  // (which copy out= arguments in as if they were read): a whole call.
+  const std::size_t first = stack->size() - op.schema().arguments().size();
+  auto uses = [&](UseVisitor visit) { visit_operator_uses(op, *stack, first, {}, visit); };
+  const HostRunScope whole_call(HostRun{
+      .name = op.schema().name().c_str(), .uses = LaunchUses::derived(uses), .whole_call = true});
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 

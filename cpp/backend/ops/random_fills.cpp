@@ -39,7 +39,6 @@
 #include "backend/common/task.h"
 #include "backend/random/generator.h"
 #include "backend/random/keyed_engine.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
@@ -73,12 +72,13 @@ void queue_fill(const char* name, DtypeCheck& check, const at::TensorBase& self,
   check.ensure(self.scalar_type(), fill);
   const c10::DeviceIndex device = self.device().index();
   const RandomDraw draw = reserve_draw(gen, device);
-  vdev::rt::Stream& stream = current_runtime_stream(device);
-  sanitize_task(stream, name, {{at::Tensor(self), Access::kWrite}});
-  enqueue_task(
-      stream, name,
-      [out = AliasSpec::of(self), draw, fill] { fill(out.make(), cpu_generator_for(draw)); },
-      kernel_tag({&self}));
+  const at::Tensor filled(self);
+  queue_launch(
+      {.stream = current_runtime_stream(device),
+       .name = name,
+       .uses = {{filled, Access::kWrite}},
+       .elements = most_elements({&self})},
+      [out = AliasSpec::of(self), draw, fill] { fill(out.make(), cpu_generator_for(draw)); });
 }
 
 // The same for a stub that takes a nullary TensorIterator over the filled tensor.

@@ -28,7 +28,6 @@
 #include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
-#include "backend/sanitizer/stream_sanitizer.h"
 
 namespace vdev::backend {
 namespace {
@@ -84,16 +83,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_fused_lstm_cell(
   const int64_t batch = cx.size(0), hidden = cx.size(1);
   at::Tensor hy = new_matrix(cx, batch, hidden), cy = new_matrix(cx, batch, hidden);
   at::Tensor workspace = new_matrix(igates, batch, 4 * hidden);
-  sanitize_task(current_runtime_stream(igates.device().index()), "aten::_thnn_fused_lstm_cell",
-                {{igates, Access::kRead},
-                 {hgates, Access::kRead},
-                 {cx, Access::kRead},
-                 {bih, Access::kRead},
-                 {bhh, Access::kRead},
-                 {hy, Access::kWrite},
-                 {cy, Access::kWrite},
-                 {workspace, Access::kWrite}});
-  enqueue_task(current_runtime_stream(igates.device().index()), "aten::_thnn_fused_lstm_cell",
+  queue_launch({.stream = current_runtime_stream(igates.device().index()),
+                .name = "aten::_thnn_fused_lstm_cell",
+                .uses = {{igates, Access::kRead},
+                         {hgates, Access::kRead},
+                         {cx, Access::kRead},
+                         {bih, Access::kRead},
+                         {bhh, Access::kRead},
+                         {hy, Access::kWrite},
+                         {cy, Access::kWrite},
+                         {workspace, Access::kWrite}},
+                .elements = most_elements({&workspace})},
                [ig = AliasSpec::of(igates), hg = AliasSpec::of(hgates), c = AliasSpec::of(cx),
                 bi = alias_of(input_bias), bh = alias_of(hidden_bias), h_out = AliasSpec::of(hy),
                 c_out = AliasSpec::of(cy), ws = AliasSpec::of(workspace)] {
@@ -124,18 +124,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> vdev_fused_lstm_cell_backward_imp
   at::Tensor grad_gates = new_matrix(workspace, batch, 4 * hidden);
   at::Tensor grad_cx = new_matrix(cx, batch, hidden);
   at::Tensor grad_bias = has_bias ? at::empty({4 * hidden}, workspace.options()) : at::Tensor();
-  sanitize_task(current_runtime_stream(cx.device().index()),
-                "aten::_thnn_fused_lstm_cell_backward_impl",
-                {{ghy, Access::kRead},
-                 {gcy, Access::kRead},
-                 {cx, Access::kRead},
-                 {cy, Access::kRead},
-                 {workspace, Access::kRead},
-                 {grad_gates, Access::kWrite},
-                 {grad_cx, Access::kWrite},
-                 {grad_bias, Access::kWrite}});
-  enqueue_task(current_runtime_stream(cx.device().index()),
-               "aten::_thnn_fused_lstm_cell_backward_impl",
+  queue_launch({.stream = current_runtime_stream(cx.device().index()),
+                .name = "aten::_thnn_fused_lstm_cell_backward_impl",
+                .uses = {{ghy, Access::kRead},
+                         {gcy, Access::kRead},
+                         {cx, Access::kRead},
+                         {cy, Access::kRead},
+                         {workspace, Access::kRead},
+                         {grad_gates, Access::kWrite},
+                         {grad_cx, Access::kWrite},
+                         {grad_bias, Access::kWrite}},
+                .elements = most_elements({&workspace})},
                [gh = alias_of(grad_hy), gc = alias_of(grad_cy), c = AliasSpec::of(cx),
                 c_next = AliasSpec::of(cy), ws = AliasSpec::of(workspace),
                 gg_out = AliasSpec::of(grad_gates), gcx_out = AliasSpec::of(grad_cx),
@@ -177,15 +176,16 @@ std::tuple<at::Tensor, at::Tensor> vdev_fused_gru_cell(const at::Tensor& igates,
   const int64_t batch = hx.size(0), hidden = hx.size(1);
   at::Tensor hy = new_matrix(hx, batch, hidden);
   at::Tensor workspace = new_matrix(igates, batch, 5 * hidden);
-  sanitize_task(current_runtime_stream(igates.device().index()), "aten::_thnn_fused_gru_cell",
-                {{igates, Access::kRead},
-                 {hgates, Access::kRead},
-                 {hx, Access::kRead},
-                 {bih, Access::kRead},
-                 {bhh, Access::kRead},
-                 {hy, Access::kWrite},
-                 {workspace, Access::kWrite}});
-  enqueue_task(current_runtime_stream(igates.device().index()), "aten::_thnn_fused_gru_cell",
+  queue_launch({.stream = current_runtime_stream(igates.device().index()),
+                .name = "aten::_thnn_fused_gru_cell",
+                .uses = {{igates, Access::kRead},
+                         {hgates, Access::kRead},
+                         {hx, Access::kRead},
+                         {bih, Access::kRead},
+                         {bhh, Access::kRead},
+                         {hy, Access::kWrite},
+                         {workspace, Access::kWrite}},
+                .elements = most_elements({&workspace})},
                [ig = AliasSpec::of(igates), hg = AliasSpec::of(hgates), h = AliasSpec::of(hx),
                 bi = alias_of(input_bias), bh = alias_of(hidden_bias), h_out = AliasSpec::of(hy),
                 ws = AliasSpec::of(workspace)] {
@@ -223,17 +223,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> vdev_fuse
     grad_ibias = at::empty({3 * hidden}, workspace.options());
     grad_hbias = at::empty({3 * hidden}, workspace.options());
   }
-  sanitize_task(current_runtime_stream(grad_hy.device().index()),
-                "aten::_thnn_fused_gru_cell_backward",
-                {{grad_hy, Access::kRead},
-                 {workspace, Access::kRead},
-                 {grad_igates, Access::kWrite},
-                 {grad_hgates, Access::kWrite},
-                 {grad_hx, Access::kWrite},
-                 {grad_ibias, Access::kWrite},
-                 {grad_hbias, Access::kWrite}});
-  enqueue_task(current_runtime_stream(grad_hy.device().index()),
-               "aten::_thnn_fused_gru_cell_backward",
+  queue_launch({.stream = current_runtime_stream(grad_hy.device().index()),
+                .name = "aten::_thnn_fused_gru_cell_backward",
+                .uses = {{grad_hy, Access::kRead},
+                         {workspace, Access::kRead},
+                         {grad_igates, Access::kWrite},
+                         {grad_hgates, Access::kWrite},
+                         {grad_hx, Access::kWrite},
+                         {grad_ibias, Access::kWrite},
+                         {grad_hbias, Access::kWrite}},
+                .elements = most_elements({&workspace})},
                [gh = AliasSpec::of(grad_hy), ws = AliasSpec::of(workspace),
                 gi_out = AliasSpec::of(grad_igates), gh_out = AliasSpec::of(grad_hgates),
                 ghx_out = AliasSpec::of(grad_hx), gbi_out = alias_of(grad_ibias),

@@ -14,17 +14,12 @@
 #include <memory>
 #include <vector>
 
+#include "backend/common/launch.h"  // Access
 #include "backend/sanitizer/byte_runs.h"
 #include "backend/sanitizer/recorded_stack.h"
 #include "runtime/happens_before.h"
 
 namespace vdev::backend {
-
-enum class Access : std::uint8_t {
-  kRead,
-  kWrite,      // every byte overwritten without being read (out=, a fill, a copy's destination)
-  kReadWrite,  // an in-place update
-};
 
 struct TensorNote {
   ViewGeometry view;

@@ -9,11 +9,11 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/common/operator_uses.h"
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
 #include "backend/memory/host_allocator.h"
 #include "backend/sanitizer/findings.h"
-#include "backend/sanitizer/operator_uses.h"
 #include "backend/sanitizer/settings.h"
 #include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/process.h"
@@ -74,13 +74,17 @@ std::unique_ptr<at::ObserverContext> on_operator(const at::RecordFunction& fn) {
     return nullptr;
   }
   const torch::jit::Stack stack(inputs.begin(), inputs.end());
-  std::vector<TensorUse> uses;
-  for (TensorUse& u : operator_uses(*op, stack, 0, {})) {
-    if (pinned_cpu_tensor(u.tensor)) uses.push_back(std::move(u));
-  }
+  HeldUses found;
+  operator_uses(*op, stack, 0, {}, found);
   // Raising is impossible here (see the header): the finding is a warning either way.
   const ForceFindingWarnings warn;
-  sanitize_host_access(intern_task_name(op->schema().name()), uses);
+  found.visit([&](c10::ArrayRef<TensorUse> all) {
+    std::vector<TensorUse> uses;
+    for (const TensorUse& u : all) {
+      if (pinned_cpu_tensor(*u.tensor)) uses.push_back(u);
+    }
+    sanitize_host_access(intern_task_name(op->schema().name()), uses);
+  });
   return nullptr;
 }
 

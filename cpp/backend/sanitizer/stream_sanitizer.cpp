@@ -50,9 +50,9 @@ State& state() {
 
 std::shared_ptr<RecordedStack> gather_stack() { return RecordedStack::gather(); }
 
-// CheckedHostCall's flag: the reads of host accesses on this thread belong to a call checked as a
-// whole.
-thread_local bool t_in_checked_host_call = false;
+// Calls checked as a whole running on this thread (enter_checked_host_call): the reads of host
+// accesses on this thread belong to such a call.
+thread_local int t_checked_host_calls = 0;
 
 // Device memory and pinned host memory are tracked; pageable host memory is the host's alone.
 bool tracked(const at::Tensor& t) {
@@ -96,14 +96,14 @@ void add_ranges(Prepared& p, const TensorNote& t) {
 Prepared prepare(const char* op, int device, std::int64_t stream, c10::ArrayRef<TensorUse> uses) {
   Prepared p;
   for (const TensorUse& u : uses) {
-    if (!tracked(u.tensor)) continue;
+    if (!tracked(*u.tensor)) continue;
     if (p.note == nullptr) {
       p.note = std::make_shared<TaskNote>();
       p.note->op = op;
       p.note->device = device;
       p.note->stream = stream;
     }
-    p.note->tensors.push_back(note_of(u.tensor, u.access));
+    p.note->tensors.push_back(note_of(*u.tensor, u.access));
     p.access.push_back(u.access);
     add_ranges(p, p.note->tensors.back());
   }
@@ -192,15 +192,13 @@ void sanitize_queued(vdev::rt::Stream& stream, const char* op, c10::ArrayRef<Ten
   check_and_record(p, [&](hb::Clock& clock) { return hb::begin_stream_task(stream, clock); });
 }
 
-CheckedHostCall::CheckedHostCall() : outer_(t_in_checked_host_call) {
-  t_in_checked_host_call = true;
-}
-CheckedHostCall::~CheckedHostCall() { t_in_checked_host_call = outer_; }
+void enter_checked_host_call() noexcept { ++t_checked_host_calls; }
+void leave_checked_host_call() noexcept { --t_checked_host_calls; }
 
 void sanitize_host_access(const char* op, c10::ArrayRef<TensorUse> uses) {
   if (vdev::rt::in_bad_fork()) return;  // a forked child uses no device: nothing to order
   std::vector<TensorUse> writes;
-  if (t_in_checked_host_call) {
+  if (t_checked_host_calls > 0) {
     for (const TensorUse& u : uses) {
       if (u.access != Access::kRead) writes.push_back(u);
     }

@@ -1,20 +1,20 @@
-// The stream sanitizer (VDEV_SANITIZER=streams): every layer that queues work on a stream says
-// which tensors the work reads and writes, before queueing it; the sanitizer checks those bytes
+// The stream sanitizer (VDEV_SANITIZER=streams): every launch (backend/common/launch.h) says which
+// tensors the work reads and writes, and the sanitizer observes launches (launch_checks.h) before
+// they are queued; it checks those bytes
 // against what other streams and the host did that the new work is not ordered after (the
 // happens-before relation of runtime/happens_before.h), raises StreamRaceError at the call (or
 // warns) on a conflict, and records the accesses in its shadow memory (shadow_memory.h). The same
 // calls feed the uninitialised-read tool (init_tracking.h).
 //
-// Who calls what: the executor for every queued operator (arguments by their schema's alias
-// annotations, fresh outputs), copies (source read, destination written, pinned host buffers
-// included), fills, compiled kernels (in_ptr / out_ptr / in_out_ptr buffers), collectives (their
-// tensors, on the communication stream), graph replays (every access captured in the graph), and
-// synchronous work on the calling thread (sanitize_host_access: a blocking copy's device side, an
-// operator run on the host, a host operator reading pinned memory). The allocator reports
-// allocations, frees and record_stream, so a block freed while another stream's use of it was
-// pending (no record_stream) is reported when the block is used again.
+// What reaches it: every launch (the executor's operators with their arguments by their schema's
+// alias annotations and fresh outputs, the express lane's alike, copies with pinned host buffers,
+// fills, compiled kernels' in_ptr / out_ptr / in_out_ptr buffers, collectives on the communication
+// stream, graph replays with every access captured in the graph), every host run (a blocking
+// copy's device side, an operator run on the host; host operators reading pinned memory,
+// host_operators.h), and the allocators' events, so a block freed while another stream's use of it
+// was pending (no record_stream) is reported when the block is used again.
 //
-// Call only when sanitizing_accesses() (settings.h): the callers keep the off path to one load.
+// Call only when sanitizing_accesses() (settings.h).
 //
 // Thread rules: safe from any thread; one mutex guards the shadow memory. Python stacks are
 // gathered before it is taken and reports are formatted after it is released (both may take the
@@ -29,48 +29,29 @@
 #include <initializer_list>
 
 #include "backend/common/export.h"
+#include "backend/common/launch.h"
 #include "backend/sanitizer/access_record.h"
 #include "backend/sanitizer/settings.h"
 #include "runtime/stream.h"
 
 namespace vdev::backend {
 
-struct TensorUse {
-  at::Tensor tensor;
-  Access access;
-};
-
 // Work queued on `stream` (a capturing stream: kept for the graph's replays instead).
 VDEV_BACKEND_API void sanitize_queued(vdev::rt::Stream& stream, const char* op,
                                       c10::ArrayRef<TensorUse> uses);
-// The call sites' form: one relaxed load when the tools are off.
-inline void sanitize_task(vdev::rt::Stream& stream, const char* op,
-                          std::initializer_list<TensorUse> uses) {
-  if (C10_UNLIKELY(sanitizing_accesses())) {
-    sanitize_queued(stream, op, c10::ArrayRef<TensorUse>(uses.begin(), uses.size()));
-  }
-}
 
 // Work done now on the calling thread, after whatever synchronization it did.
 VDEV_BACKEND_API void sanitize_host_access(const char* op, c10::ArrayRef<TensorUse> uses);
 
-// While alive on a thread: the synchronous call running there was checked as a whole, by its
-// operator's rules (sanitize_host_access with operator_uses.h's uses), and the host accesses it
-// makes to reach CPU's kernel are its own. at::native::cpu_fallback copies every tensor argument
-// to the host first, out= arguments included, and the written ones back: those copies' reads are
-// not checked again (an out= argument's copy-in reads bytes the kernel only writes, which the
-// call's rules know and a copy cannot), their writes still are (and mark bytes written).
-// Thread rules: a thread-local flag; the scope lives on the dispatching thread for one call.
-class VDEV_BACKEND_API CheckedHostCall {
- public:
-  CheckedHostCall();
-  ~CheckedHostCall();
-  CheckedHostCall(const CheckedHostCall&) = delete;
-  CheckedHostCall& operator=(const CheckedHostCall&) = delete;
-
- private:
-  bool outer_;
-};
+// Between these, on a thread: the synchronous call running there was checked as a whole, by its
+// operator's rules (a HostRun with whole_call, common/operator_uses.h's uses), and the host
+// accesses it makes to reach CPU's kernel are its own. at::native::cpu_fallback copies every tensor
+// argument to the host first, out= arguments included, and the written ones back: those copies'
+// reads are not checked again (an out= argument's copy-in reads bytes the kernel only writes, which
+// the call's rules know and a copy cannot), their writes still are (and mark bytes written). Thread
+// rules: a thread-local depth; both on the dispatching thread, around one call.
+void enter_checked_host_call() noexcept;
+void leave_checked_host_call() noexcept;
 
 // Graph capture and replay: what streams capturing `capture_id` queued is replayed by
 // sanitize_replay as one task of the replaying stream.

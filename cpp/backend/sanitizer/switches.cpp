@@ -6,6 +6,7 @@
 #include "backend/sanitizer/allocation_events.h"
 #include "backend/sanitizer/composite_scopes.h"
 #include "backend/sanitizer/host_operators.h"
+#include "backend/sanitizer/launch_checks.h"
 #include "backend/sanitizer/settings.h"
 #include "backend/sanitizer/stream_sanitizer.h"
 #include "runtime/happens_before.h"
@@ -26,6 +27,11 @@ void set_sanitizer_flags(unsigned flags) {
   watch_host_operators((flags & vdev::rt::kSanitizeStreams) != 0);
   watch_composites((flags & vdev::rt::kSanitizeInit) != 0);
   set_allocation_observer(flags != 0 ? &sanitizer_allocation_observer() : nullptr);
+  if ((flags & tools) != 0) {
+    add_launch_observer(&sanitizer_launch_observer());
+  } else {
+    remove_launch_observer(&sanitizer_launch_observer());
+  }
   detail::g_sanitizer_flags.store(flags, std::memory_order_relaxed);
 }
 

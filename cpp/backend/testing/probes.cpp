@@ -80,7 +80,7 @@ int worker_intra_op_threads(int device, std::uint64_t elements, std::int64_t str
   if (host_waits) {
     // Holds the stream until this thread waits for it (the synchronize below), so that the
     // probe starts while a host thread waits.
-    enqueue_task(stream, "wait_for_a_host_waiter", [] {
+    queue_launch({.stream = stream, .name = "wait_for_a_host_waiter"}, [] {
       const auto end = std::chrono::steady_clock::now() + kBound;
       while (vdev::rt::host_waiters() == 0 && std::chrono::steady_clock::now() < end) {
         std::this_thread::yield();
@@ -91,10 +91,8 @@ int worker_intra_op_threads(int device, std::uint64_t elements, std::int64_t str
     std::atomic<int> threads{-1};
   };
   auto seen = std::make_shared<Seen>();
-  enqueue_task(
-      stream, "worker_intra_op_threads",
-      [seen] { seen->threads.store(at::get_num_threads(), std::memory_order_release); },
-      vdev::rt::TaskTag{vdev::rt::TaskKind::kKernel, 0, elements});
+  queue_launch({.stream = stream, .name = "worker_intra_op_threads", .elements = elements},
+               [seen] { seen->threads.store(at::get_num_threads(), std::memory_order_release); });
   if (!host_waits) {
     // Polls, without waiting for the device: every host thread runs while the probe starts.
     const auto end = std::chrono::steady_clock::now() + kBound;
@@ -112,7 +110,7 @@ double hook_checks_ns(std::int64_t iterations) {
   const auto start = std::chrono::steady_clock::now();
   for (std::int64_t i = 0; i < iterations; ++i) {
     on += vdev::rt::task_tracing();                                       // Stream::enqueue
-    on += sanitizing_accesses();                                          // the executor, copies
+    on += launch_observers() != nullptr;                                  // every launch
     on += poisoning() + poisoning();                                      // allocation and free
     on += memory_history_enabled() + memory_history_enabled();            // allocation and free
     on += vdev::rt::hb::tracking();                                       // synchronize, query
@@ -137,7 +135,7 @@ std::uint64_t host_team_releases() { return vdev::backend::host_team_releases();
 
 void enqueue_cpu_busy(int device, std::int64_t stream_id, double seconds, const std::string& path) {
   vdev::rt::Stream& stream = VDEV_RT(vdev::rt::stream_from_id(device, stream_id));
-  enqueue_task(stream, "cpu_busy", [seconds, path] {
+  queue_launch({.stream = stream, .name = "cpu_busy"}, [seconds, path] {
     const at::Tensor a = at::ones({128, 128});
     const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
     while (std::chrono::steady_clock::now() < end) (void)at::mm(a, a);
@@ -147,7 +145,7 @@ void enqueue_cpu_busy(int device, std::int64_t stream_id, double seconds, const 
 
 void enqueue_warning(int device, std::int64_t stream_id, const std::string& message) {
   vdev::rt::Stream& stream = VDEV_RT(vdev::rt::stream_from_id(device, stream_id));
-  enqueue_task(stream, "testing_warning", [message] { TORCH_WARN(message); });
+  queue_launch({.stream = stream, .name = "testing_warning"}, [message] { TORCH_WARN(message); });
 }
 
 bool host_record_event(std::uintptr_t ptr, int device, std::int64_t stream_id) {

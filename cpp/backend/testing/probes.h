@@ -31,7 +31,7 @@ VDEV_TESTING_API int hooks_maybe_exchange_device(int device);
 
 // The intra-op thread count a kernel task that touches `elements` elements (its TaskTag's hint),
 // queued now on stream `stream_id` of `device` (-1: the current one), sees on its worker (queues
-// it through enqueue_task and waits for it). `host_waits`: the task starts while this thread
+// it through queue_launch and waits for it). `host_waits`: the task starts while this thread
 // waits for the device (a task ahead of it holds the stream until then); otherwise while this
 // thread runs (it polls for the task's result before it synchronizes).
 VDEV_TESTING_API int worker_intra_op_threads(int device, std::uint64_t elements = 0,

@@ -1,4 +1,4 @@
-#include "backend/sanitizer/operator_uses.h"
+#include "backend/common/operator_uses.h"
 
 #include <algorithm>
 #include <optional>
@@ -129,24 +129,21 @@ std::optional<Access> argument_access(const c10::OperatorHandle& op, const torch
   return Access::kReadWrite;
 }
 
-std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                                     std::size_t first,
-                                     const std::vector<const c10::IValue*>& fresh) {
-  std::vector<TensorUse> uses;
+void operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
+                   c10::ArrayRef<const c10::IValue*> fresh, HeldUses& out) {
   const std::size_t nargs = op.schema().arguments().size();
   for (std::size_t i = 0; i < nargs; ++i) {
     const std::optional<Access> access = argument_access(op, stack, first, i);
     if (!access) continue;
     for_each_tensor(stack[first + i], [&](const at::Tensor& t) {
-      if (t.defined()) uses.push_back({t, *access});
+      if (t.defined()) out.add(t, *access);
     });
   }
   for (const c10::IValue* v : fresh) {
     for_each_tensor(*v, [&](const at::Tensor& t) {
-      if (t.defined()) uses.push_back({t, Access::kWrite});
+      if (t.defined()) out.add(t, Access::kWrite);
     });
   }
-  return uses;
 }
 
 }  // namespace vdev::backend

@@ -1,4 +1,5 @@
-// The tensors an aten operator call reads and writes, for the sanitizer (stream_sanitizer.h): from
+// The tensors an aten operator call reads and writes, for its launch description (launch.h: what
+// the sanitizer, backend/sanitizer/, checks): from
 // its schema's alias annotations, refined by the operator's semantics where the annotations say
 // more than the kernels do. Arguments annotated as written (Tensor(a!)) are written: keyword out=
 // arguments, the first argument of in-place operators that only overwrite (fill_, zero_, the
@@ -17,12 +18,13 @@
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/ArrayRef.h>
 
 #include <cstddef>
 #include <optional>
 #include <vector>
 
-#include "backend/sanitizer/stream_sanitizer.h"
+#include "backend/common/launch.h"
 
 namespace vdev::backend {
 
@@ -33,10 +35,19 @@ namespace vdev::backend {
 std::optional<Access> argument_access(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
                                       std::size_t first, std::size_t i);
 
-// The uses of the call's arguments stack[first, first + nargs) and of `fresh` outputs (tensors
-// or tensor lists; the caller keeps them alive while the uses are used).
-std::vector<TensorUse> operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                                     std::size_t first,
-                                     const std::vector<const c10::IValue*>& fresh);
+// Adds to `out` the uses of the call's arguments stack[first, first + nargs) and of `fresh`
+// outputs (tensors or tensor lists). Held copies: an optional tensor list's elements are made on
+// the fly.
+void operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
+                   c10::ArrayRef<const c10::IValue*> fresh, HeldUses& out);
+
+// The uses of the call, visited (a launch's derived uses).
+inline void visit_operator_uses(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                std::size_t first, c10::ArrayRef<const c10::IValue*> fresh,
+                                UseVisitor visit) {
+  HeldUses found;
+  operator_uses(op, stack, first, fresh, found);
+  found.visit(visit);
+}
 
 }  // namespace vdev::backend
