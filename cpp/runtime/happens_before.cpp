@@ -92,12 +92,6 @@ std::uint32_t slot_of(const Stream& s) {
   return st.slot_locked(s);
 }
 
-const Stream* stream_of_slot(std::uint32_t slot) {
-  State& st = state();
-  std::lock_guard<std::mutex> lock(st.mu);
-  return slot < st.streams.size() ? st.streams[slot] : nullptr;
-}
-
 ClockPtr clock_of(const Stream& s) {
   if (!tracking()) return nullptr;
   State& st = state();

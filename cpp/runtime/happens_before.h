@@ -61,9 +61,8 @@ inline bool ordered_before(const Epoch& e, const Clock& c) {
 // Whether the host knows that `e` has finished.
 VDEV_RT_API bool known_to_host(const Epoch& e);
 
-// The slot of `s` (assigned now if new) and the stream of a slot (nullptr: the host).
+// The slot of `s` (assigned now if new).
 VDEV_RT_API std::uint32_t slot_of(const Stream& s);
-VDEV_RT_API const Stream* stream_of_slot(std::uint32_t slot);
 
 // Hooks for the runtime's synchronizing calls (null clocks when tracking is off).
 // The clock of `s` now: what a wait for the work queued so far will have waited for.

@@ -44,7 +44,6 @@ struct VDEV_RT_API Profile {
   std::vector<std::string> unsupported_dtypes;  // torch names ("float64"): creating one raises
   std::vector<std::string> missing_operators;   // "aten::name" (every overload) or "aten::n.ovl"
 
-  bool is_default() const { return id == "default"; }
   // How messages name the profile: "'mps'", or "'Acme A1' (VDEV_PROFILE=/path/acme.json)".
   std::string describe() const;
 };

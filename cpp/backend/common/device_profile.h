@@ -4,8 +4,8 @@
 // (torch.accelerator.get_device_capability's supported dtypes).
 //
 // Built on first use from the runtime's configuration, which it raises the error of if it is
-// malformed; the default profile refuses nothing, so `refuses_anything()` is false and no check
-// costs more than that one branch.
+// malformed; the default profile refuses nothing, so `refuses_dtypes()` and `lacks_operators()`
+// are false and no check costs more than that one branch.
 //
 // Thread rules: immutable once built (a function-local static); any thread.
 #pragma once
@@ -25,8 +25,6 @@ namespace vdev::backend {
 class VDEV_BACKEND_API DeviceProfile {
  public:
   const vdev::rt::Profile& description() const { return *profile_; }
-  // Whether the profile refuses any dtype or lacks any operator (false for the default).
-  bool refuses_anything() const { return refuses_dtypes_ || lacks_operators_; }
   bool refuses_dtypes() const { return refuses_dtypes_; }
   bool lacks_operators() const { return lacks_operators_; }
   bool refuses(c10::ScalarType t) const { return refused_[static_cast<std::size_t>(t)]; }

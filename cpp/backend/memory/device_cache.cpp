@@ -643,11 +643,6 @@ void DeviceCache::record_history(const HistorySettings& settings) {
   s.recording.store(settings.enabled, std::memory_order_relaxed);
 }
 
-bool DeviceCache::history_enabled() {
-  std::lock_guard<std::mutex> lock(s_->mu);
-  return s_->history.enabled;
-}
-
 CacheSnapshot DeviceCache::snapshot(bool include_trace) {
   State& s = *s_;
   std::lock_guard<std::mutex> lock(s.mu);

@@ -115,7 +115,6 @@ class DeviceCache {
   // Memory history (backend/memory/cache_history.h): starts, changes or stops recording. As on
   // CUDA, stopping clears the recorded entries; blocks keep the stacks of their allocation.
   void record_history(const HistorySettings& settings);
-  bool history_enabled();
   // Every segment with its blocks and the stacks recorded for them and, if `include_trace`, the
   // recorded history (a "snapshot" entry is recorded first while history is on).
   CacheSnapshot snapshot(bool include_trace);
