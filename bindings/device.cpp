@@ -43,6 +43,20 @@ void bind_device(nb::module_& m) {
       "The configuration error message, or None.");
   m.def("_config_read", &rt::config_read,
         "Whether the runtime has read its VDEV_* variables yet (at the first device use).");
+  m.def(
+      "_parse_device_count",
+      [](const std::string& text, const std::string& what) {
+        return rt::parse_device_count(text, what.c_str());
+      },
+      nb::arg("text"), nb::arg("what"),
+      "A device count as VDEV_DEVICE_COUNT takes it; ValueError naming `what` otherwise.");
+  m.def(
+      "_parse_memory_size",
+      [](const std::string& text, const std::string& what) {
+        return rt::parse_memory_size(text, what.c_str());
+      },
+      nb::arg("text"), nb::arg("what"),
+      "A memory size as VDEV_DEVICE_MEMORY takes it (bytes); ValueError naming `what` otherwise.");
   m.def("_get_device", &rt::get_device, "The calling thread's current vdev device index.");
   m.def("_set_device", &set_device, nb::arg("device").none(),
         "Sets the calling thread's current vdev device (int, 'vdev:N' or torch.device).");
