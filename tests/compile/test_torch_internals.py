@@ -1,11 +1,13 @@
 """The torch internals vdev's torch.compile support relies on (python/torch_vdev/compile/
 torch_internals.py): every target of the manifest still exists, with the members vdev uses and the
-signature recorded there, and nothing in torch_vdev.compile reaches torch's internals around it.
+signature recorded there, nothing in torch_vdev.compile reaches torch's internals around it, and
+nothing elsewhere in the package reaches one that ELSEWHERE does not list.
 After a torch upgrade this is the first test to run."""
 
 import ast
 import dataclasses
 import inspect
+import re
 import textwrap
 from pathlib import Path
 
@@ -189,6 +191,93 @@ def test_compile_modules_reach_torch_internals_only_through_the_boundary():
         if path.name != "torch_internals.py" and (reaches := private_torch_reaches(path))
     }
     assert not bad, bad
+
+
+PACKAGE = ROOT / "python" / "torch_vdev"
+
+
+def private_names(path: Path) -> list[tuple[str, set[str]]]:
+    """The private torch names ``path`` reaches, each reach with the private parts it names
+    (``_name``, not dunders): imports of private modules or names, ``torch.<...>._name`` chains,
+    and attributes read off a name imported from torch (``reductions.shared_cache``)."""
+
+    def private(parts):
+        return {p for p in parts if p.startswith("_") and not p.startswith("__")}
+
+    found = []
+    tree = ast.parse(path.read_text())
+    from_torch = {}  # local name -> torch module or object it was imported as
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "torch":
+            for a in node.names:
+                from_torch[a.asname or a.name] = f"{node.module}.{a.name}"
+                names = private(node.module.split(".")) | private([a.name])
+                if names:
+                    found.append((f"from {node.module} import {a.name}", names))
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("torch.") and private(a.name.split(".")):
+                    found.append((f"import {a.name}", private(a.name.split("."))))
+    for node in ast.walk(tree):  # a module named by its text (a post-import action's)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if re.fullmatch(r"torch(\.\w+)+", node.value) and private(node.value.split(".")):
+                found.append((node.value, private(node.value.split("."))))
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or id(node) in inner:
+            continue
+        chain, value = [node.attr], node.value
+        while isinstance(value, ast.Attribute):
+            chain.append(value.attr)
+            value = value.value
+        if not isinstance(value, ast.Name):
+            continue
+        root = "torch" if value.id == "torch" else from_torch.get(value.id)
+        dotted = ".".join([root or "", *reversed(chain)])
+        if root is None or dotted.startswith(("torch.vdev.", "torch.ops.vdev.")):
+            continue  # not torch's, or vdev's own module and operators
+        names = private(chain) | private(root.split("."))
+        if names:
+            found.append((dotted, names))
+    return found
+
+
+def test_the_whole_package_reaches_torch_internals_only_through_listed_entries():
+    """Outside torch_vdev.compile (whose modules go through the boundary), each private reach is an
+    entry of ELSEWHERE that names the file and the private name."""
+    listed = {}
+    for entry in torch_internals.ELSEWHERE:
+        names = {entry.target.rsplit(".", 1)[-1], *entry.members} | set(entry.target.split("."))
+        for path in entry.where:
+            listed.setdefault(path, set()).update(names)
+    unlisted = {}
+    for path in python_modules(PACKAGE):
+        rel = str(path.relative_to(ROOT))
+        if path.is_relative_to(COMPILE):
+            continue
+        for reach, names in private_names(path):
+            if not names <= listed.get(rel, set()):
+                unlisted.setdefault(rel, []).append(reach)
+    assert not unlisted, unlisted
+
+
+def test_the_package_check_finds_an_unlisted_reach(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text(
+        "import torch\nfrom torch.multiprocessing import reductions\n"
+        "from torch._utils import helper\n"
+        "MODULE = 'torch.testing._internal.common_utils'\n"
+        "def f():\n"
+        "    reductions.shared_cache.clear()\n"
+        "    reductions._private.x = 1\n"
+        "    return torch._C._get(), torch.vdev._initialized, torch.autograd.grad\n"
+    )
+    assert sorted(r for r, _ in private_names(module)) == [
+        "from torch._utils import helper",
+        "torch._C._get",
+        "torch.multiprocessing.reductions._private.x",
+        "torch.testing._internal.common_utils",
+    ]
 
 
 def test_the_boundary_check_finds_a_direct_reach(tmp_path):

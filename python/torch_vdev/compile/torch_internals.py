@@ -35,6 +35,10 @@ listed in ``ELSEWHERE`` and existence-checked by the same test:
   without float64, ``VDEV_PROFILE=mps``, as torch prints MPS tensors);
 * ``vdev/graphs.py``: ``torch._C._acceleratorGraph.capture_begin`` (the pool and capture mode
   that ``torch.accelerator.Graph`` does not pass);
+* ``testing/__init__.py``: ``PrivateUse1TestBase.bypass_device_restrictions`` (PyTorch's switch
+  that runs ``@onlyCUDA`` tests on a PrivateUse1 backend);
+* ``vdev/memory.py``: ``torch._utils._augment_memory_snapshot_stack_traces`` (a snapshot's stacks
+  as frames, as ``torch.cuda.memory._snapshot``);
 * ``distributed/__init__.py``: ``distributed_c10d._new_process_group_helper`` (wrapped: vccl as
   the default backend of groups made for vdev), ``BackendConfig``, ``Backend._plugins`` and
   ``ProcessGroup._set_default_backend``.
@@ -789,6 +793,22 @@ ELSEWHERE: tuple[Internal, ...] = (
         "torch's printing converts to float64 on the device except on the devices it names (MPS)",
         ("python/torch_vdev/vdev/_profile.py",),
         signature="(t)",
+    ),
+    Internal(
+        "torch.testing._internal.common_device_type.PrivateUse1TestBase",
+        "mutate",
+        "sets bypass_device_restrictions (the plugin's --vdev-bypass-device-restrictions)",
+        "PyTorch's own switch for a PrivateUse1 backend to run @onlyCUDA tests; no public form",
+        ("python/torch_vdev/testing/__init__.py",),
+        members=("bypass_device_restrictions",),
+    ),
+    Internal(
+        "torch._utils._augment_memory_snapshot_stack_traces",
+        "call",
+        "turns a snapshot's recorded stacks into frames (torch.vdev.memory._snapshot)",
+        "torch.cuda.memory._snapshot does the same for CUDA; no public form takes another device",
+        ("python/torch_vdev/vdev/memory.py",),
+        signature="(snapshot)",
     ),
     Internal(
         "torch._C._acceleratorGraph.capture_begin",
