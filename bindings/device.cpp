@@ -84,7 +84,7 @@ void bind_device(nb::module_& m) {
   m.def(
       "_profile",
       [] {
-        const rt::Profile& p = rt::config().profile;
+        const rt::CapabilityProfile& p = rt::config().profile;
         return std::make_tuple(p.id, p.bf16_emulated, p.unsupported_dtypes, p.missing_operators);
       },
       "VDEV_PROFILE, what the device is: (id, bf16_emulated, unsupported dtype names, missing "

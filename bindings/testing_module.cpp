@@ -17,12 +17,12 @@
 #include "backend/testing/launch_recorder.h"
 #include "backend/testing/probes.h"
 #include "bindings/errors.h"
+#include "runtime/capability_profile.h"
 #include "runtime/config.h"
 #include "runtime/fault_injection.h"
 #include "runtime/machine_load.h"
 #include "runtime/memory.h"
 #include "runtime/process.h"
-#include "runtime/profile.h"
 #include "runtime/stream_registry.h"
 #include "runtime/testing/core_latency.h"
 #include "runtime/testing/fork_locks.h"
@@ -49,8 +49,9 @@ void bind_runtime(nb::module_& t) {
     return std::make_tuple(f.rank, f.nth, f.mode == rt::DistFaultMode::kAbort ? "abort" : "hang");
   });
   t.def("default_device_threads", &rt::default_device_threads);
-  // A profile as a dict (runtime/profile.h): what VDEV_PROFILE=value, or a JSON text, describes.
-  auto as_dict = [](const rt::Profile& p) {
+  // A profile as a dict (runtime/capability_profile.h): what VDEV_PROFILE=value, or a JSON text,
+  // describes.
+  auto as_dict = [](const rt::CapabilityProfile& p) {
     nb::dict d;
     d["id"] = p.id;
     d["device_name"] = p.device_name;

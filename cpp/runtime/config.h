@@ -8,8 +8,9 @@
 //                       the operation that caused them (like CUDA_LAUNCH_BLOCKING); "0" or unset:
 //                       asynchronous
 //   VDEV_PROFILE        what the simulated device is: a built-in profile name (default, sm75,
-//                       sm80, sm90, mps) or the path of a JSON profile (runtime/profile.h); its
-//                       memory is the default of VDEV_DEVICE_MEMORY
+//                       sm80, sm90, mps) or the path of a JSON profile
+//                       (runtime/capability_profile.h); its memory is the default of
+//                       VDEV_DEVICE_MEMORY
 //   VDEV_DEVICE_THREADS a fixed count of intra-op threads for every kernel of a stream worker, an
 //                       integer in 1..kMaxDeviceThreads; unset: the backend's thread policy
 //                       (backend/common/thread_policy.h), and device_threads holds the cores
@@ -39,8 +40,8 @@
 #include <optional>
 #include <string>
 
+#include "runtime/capability_profile.h"
 #include "runtime/export.h"
-#include "runtime/profile.h"
 
 namespace vdev::rt {
 
@@ -63,8 +64,8 @@ struct Config {
   bool launch_blocking;             // VDEV_LAUNCH_BLOCKING=1: every enqueue waits for its task
   int device_threads;               // intra-op threads of a stream worker's kernels (see below)
   bool device_threads_set = false;  // VDEV_DEVICE_THREADS was given: a fixed count, no policy
-  Profile profile;                  // VDEV_PROFILE: what the device is (runtime/profile.h)
-  unsigned sanitizer = 0;           // VDEV_SANITIZER: SanitizerFlag bits
+  CapabilityProfile profile;  // VDEV_PROFILE: what the device is (runtime/capability_profile.h)
+  unsigned sanitizer = 0;     // VDEV_SANITIZER: SanitizerFlag bits
 
   // Injected faults (runtime/fault_injection.h).
   std::int64_t oom_after = -1;            // VDEV_OOM_AFTER (-1: unset)

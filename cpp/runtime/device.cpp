@@ -22,7 +22,7 @@ const std::vector<DeviceProperties>& all_properties() {
     const Config& c = config();
     std::vector<DeviceProperties> v;
     v.reserve(static_cast<std::size_t>(c.device_count));
-    const Profile& p = c.profile;  // VDEV_PROFILE: a real device's name, capability, ...
+    const CapabilityProfile& p = c.profile;  // VDEV_PROFILE: a real device's name, capability, ...
     for (int i = 0; i < c.device_count; ++i) {
       std::string name =
           p.device_name.empty() ? "vdev virtual device " + std::to_string(i) : p.device_name;

@@ -33,7 +33,7 @@ class VDEV_RT_API OutOfMemory : public std::runtime_error {
 
 // The kinds of error a task can report besides std::out_of_range (IndexError) and
 // std::invalid_argument (ValueError), so that the layer above raises the Python type the kernel
-// raised (backend/common/check.h maps them).
+// raised (backend/common/error_boundary.h maps them).
 class VDEV_RT_API NotImplemented : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;

@@ -1,6 +1,6 @@
-// A small JSON reader (RFC 8259; what a capability profile file needs, runtime/profile.h): the
-// document as a tree of values, numbers kept as text with their integral magnitude when it fits,
-// strings decoded (escapes, surrogate pairs) to UTF-8.
+// A small JSON reader (RFC 8259; what a capability profile file needs,
+// runtime/capability_profile.h): the document as a tree of values, numbers kept as text with their
+// integral magnitude when it fits, strings decoded (escapes, surrogate pairs) to UTF-8.
 //
 // Thread rules: stateless; any thread.
 #pragma once

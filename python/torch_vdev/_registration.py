@@ -86,9 +86,9 @@ def register() -> None:
 
         _sharing.install()
         # Printing a vdev tensor on a device without float64 (VDEV_PROFILE=mps), as on MPS.
-        from torch_vdev.vdev import _profile
+        from torch_vdev.vdev import _capability
 
-        _profile.install()
+        _capability.install()
         # torch.profiler: vdev's activity is supported while a device is available (see above).
         global _torch_supported_activities
         _torch_supported_activities = torch.autograd._supported_activities

@@ -333,3 +333,24 @@ def test_work_is_queued_only_from_a_launch_description():
         and RUNTIME_QUEUE.search(re.sub(r"//.*", "", p.read_text()))
     ]
     assert not bad, bad
+
+
+def test_each_backend_folder_lists_its_sources_beside_its_readme():
+    """cpp/backend/<folder>/sources.cmake lists exactly the folder's .cpp files (tests/ and the
+    test-only testing/ folder have their own targets), next to the README that says what each
+    holds; CMakeLists.txt includes every folder's list."""
+    top = (ROOT / "CMakeLists.txt").read_text()
+    for folder in sorted(p for p in (ROOT / "cpp/backend").iterdir() if p.is_dir()):
+        if folder.name == "testing":
+            continue
+        listed = set(
+            re.findall(
+                r"\$\{CMAKE_CURRENT_LIST_DIR\}/(\w+\.cpp)", (folder / "sources.cmake").read_text()
+            )
+        )
+        present = {p.name for p in folder.glob("*.cpp")}
+        assert listed == present, (folder.name, listed ^ present)
+        assert (folder / "README.md").exists(), folder.name
+        assert re.search(rf"^\s+{folder.name}\)?$", top, re.MULTILINE), (
+            f"{folder.name} not included"
+        )

@@ -1,12 +1,12 @@
 #include "backend/checks/call_checks.h"
 
+#include "backend/checks/capability_rules.h"
 #include "backend/checks/device_rules.h"
 #include "backend/checks/empty_inputs.h"
 #include "backend/checks/index_masks.h"
 #include "backend/checks/missing_cuda_kernels.h"
 #include "backend/checks/nondeterministic_alerts.h"
 #include "backend/checks/overlap.h"
-#include "backend/checks/profile_rules.h"
 #include "backend/common/optional_tensor_lists.h"
 
 namespace vdev::backend {

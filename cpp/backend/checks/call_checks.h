@@ -2,7 +2,7 @@
 // what CUDA decides on the host before it launches a kernel, so that a wrong call raises at the
 // call, with CUDA's error, and nothing is queued or changed.
 //
-// In order: what the device's capability profile lacks (checks/profile_rules.h); `Tensor?[]`
+// In order: what the device's capability profile lacks (checks/capability_rules.h); `Tensor?[]`
 // lists made canonical (common/optional_tensor_lists.h); the devices of the
 // arguments (checks/device_rules.h), which also gives the device the call runs on; what CUDA has
 // no kernel for (checks/missing_cuda_kernels.h); boolean index masks made into their indices

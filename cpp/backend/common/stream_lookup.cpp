@@ -2,7 +2,7 @@
 
 #include <c10/util/Exception.h>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/vdev_device.h"
 #include "backend/common/worker_warnings.h"
 #include "runtime/device.h"

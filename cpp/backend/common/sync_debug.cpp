@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "runtime/capture.h"
 #include "runtime/stream_registry.h"
 

@@ -27,7 +27,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/export.h"
 #include "backend/common/launch.h"
 #include "backend/common/task_blocks.h"

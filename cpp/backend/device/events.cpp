@@ -5,7 +5,7 @@
 #include <mutex>
 #include <unordered_set>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "runtime/process.h"
 
 namespace vdev::backend {

@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "backend/common/check.h"
-#include "backend/common/device_profile.h"
+#include "backend/common/device_capability.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/common/vdev_device.h"
@@ -57,7 +57,7 @@ c10::DeviceCapability VdevGuardImpl::getDeviceCapability(c10::Device d) const {
   auto& t = cap.capability_data.supported_scalar_types;
   t.has_QInt8 = t.has_QUInt8 = t.has_QInt32 = t.has_QUInt4x2 = t.has_QUInt2x4 = 0;
   // ... and except those the device's capability profile has no tensors of (VDEV_PROFILE).
-  const DeviceProfile& profile = DeviceProfile::get();
+  const DeviceCapability& profile = DeviceCapability::get();
 #define VDEV_DROP_REFUSED(_, n) \
   if (profile.refuses(c10::ScalarType::n)) t.has_##n = 0;
   AT_FORALL_SCALAR_TYPES_WITH_COMPLEX_AND_QINTS(VDEV_DROP_REFUSED)

@@ -3,7 +3,7 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/util/Exception.h>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/vdev_device.h"
 #include "backend/memory/host_allocator.h"
 #include "backend/memory/storage_resize.h"

@@ -17,7 +17,7 @@
 #include <string>
 #include <utility>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/common/vdev_device.h"

@@ -1,6 +1,6 @@
 #include "backend/distributed/comm_work.h"
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/stream_lookup.h"
 
 namespace vdev::backend {

@@ -10,7 +10,7 @@
 #include <string>
 #include <thread>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "runtime/config.h"
 #include "runtime/fault_injection.h"
 #include "runtime/process.h"

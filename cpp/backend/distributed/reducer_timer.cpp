@@ -7,7 +7,7 @@
 #include <exception>
 #include <memory>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/stream_lookup.h"
 #include "runtime/capture.h"
 

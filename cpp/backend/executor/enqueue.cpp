@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend/checks/profile_rules.h"
+#include "backend/checks/capability_rules.h"
 #include "backend/checks/stand_in_check.h"
 #include "backend/common/operator_uses.h"
 #include "backend/common/stream_lookup.h"

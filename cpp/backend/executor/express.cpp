@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "backend/checks/call_checks.h"
-#include "backend/checks/profile_rules.h"
+#include "backend/checks/capability_rules.h"
 #include "backend/common/operator_uses.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"

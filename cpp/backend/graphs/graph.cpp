@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/memory/allocator.h"

@@ -7,7 +7,7 @@
 #include <mutex>
 #include <vector>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/common/vdev_device.h"

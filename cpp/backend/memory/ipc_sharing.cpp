@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/vdev_device.h"
 #include "runtime/device.h"
 #include "runtime/ipc.h"

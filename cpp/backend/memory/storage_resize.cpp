@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/sync_debug.h"
 #include "backend/common/vdev_device.h"
 #include "backend/common/worker_warnings.h"

@@ -33,8 +33,8 @@
 #include <utility>
 #include <vector>
 
-#include "backend/common/check.h"
 #include "backend/common/cpu_alias.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/sync_debug.h"
 #include "backend/common/task.h"

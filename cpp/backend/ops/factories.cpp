@@ -1,6 +1,6 @@
 // Tensor creation for vdev: empty and empty_strided allocate through the vdev caching allocator on
 // the requested device, unless the device's capability profile has no such dtype
-// (checks/profile_rules.h); fill_ and zero_, which every other factory ends in (torch.zeros,
+// (checks/capability_rules.h); fill_ and zero_, which every other factory ends in (torch.zeros,
 // torch.full, ...), are tasks on the current stream writing through a CPU alias of the device
 // bytes (backend/common/cpu_alias.h); fill_ checks its value on the host first.
 #include <ATen/Context.h>
@@ -16,7 +16,7 @@
 #include <algorithm>
 #include <array>
 
-#include "backend/checks/profile_rules.h"
+#include "backend/checks/capability_rules.h"
 #include "backend/common/cpu_alias.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"

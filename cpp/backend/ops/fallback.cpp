@@ -67,6 +67,7 @@
 #include "backend/checks/host_checked_results.h"
 #include "backend/checks/overlap.h"
 #include "backend/common/alert_filter.h"
+#include "backend/common/device_capability.h"
 #include "backend/common/launch.h"
 #include "backend/common/operator_uses.h"
 #include "backend/common/schema_arguments.h"
@@ -207,6 +208,7 @@ template <class... Ops>
 struct ExpressKernels {
   static void register_all(torch::Library& m) {
     (m.impl(ExpressKernel<Ops>::name().c_str(), TORCH_FN(ExpressKernel<Ops>::call)), ...);
+    (note_checked_kernel(ExpressKernel<Ops>::name()), ...);
   }
   static const std::unordered_set<std::string>& names() {
     static const std::unordered_set<std::string> all{ExpressKernel<Ops>::name()...};
@@ -231,6 +233,13 @@ using ExpressOperators = ExpressKernels<
     at::_ops::addcdiv_, at::_ops::lerp__Scalar, at::_ops::threshold_backward,
     at::_ops::sigmoid_backward, at::_ops::tanh_backward, at::_ops::gelu_backward>;
 
+// Registers `kernel` (the boxed kernel, or one that ends in it) for `name`, noted as a kernel that
+// runs the checks at the call (common/device_capability.h).
+void impl_checked(torch::Library& m, const char* name, torch::CppFunction kernel) {
+  m.impl(name, std::move(kernel));
+  note_checked_kernel(name);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
@@ -243,10 +252,12 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // kernels (and synchronizes for half and bfloat16 inputs).
 // Routed to the executor, they run CPU's own kernels asynchronously and match CPU bit for bit.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
-  m.impl("native_layer_norm", torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
-  m.impl("native_group_norm", torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
-  m.impl("native_layer_norm_backward",
-         torch::CppFunction::makeFromBoxedFunction<&layer_norm_backward_kernel>());
+  impl_checked(m, "native_layer_norm",
+               torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+  impl_checked(m, "native_group_norm",
+               torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+  impl_checked(m, "native_layer_norm_backward",
+               torch::CppFunction::makeFromBoxedFunction<&layer_norm_backward_kernel>());
 }
 
 // Operators whose PrivateUse1 kernel would otherwise be a CompositeExplicitAutograd one that does
@@ -263,7 +274,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   for (const char* name : {"addr", "addr.out", "all.dims_out", "any.dims_out", "_chunk_cat.out",
                            "mode.values", "conj_physical_"}) {
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+    impl_checked(m, name, torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
   }
 }
 
@@ -281,7 +292,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   };
   for (const char* name : kStructuredDelegates) {
     if (ExpressOperators::names().count(name) != 0) continue;  // its express kernel instead
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+    impl_checked(m, name, torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
   }
 }
 

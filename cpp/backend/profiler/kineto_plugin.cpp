@@ -259,8 +259,8 @@ class VdevSession final : public libkineto::IActivityProfilerSession {
   // The "deviceProperties" of the chrome trace (Kineto writes what each session returns, since
   // pytorch/kineto#1011), with the keys Kineto writes for CUDA's devices (DeviceProperties.cpp,
   // DevicePropertyMetadataFields): each device's id, name, memory, capability and processor count,
-  // as the capability profile describes it (runtime/profile.h). vdev has no warps, registers or
-  // shared memory: those keys are absent rather than invented.
+  // as the capability profile describes it (runtime/capability_profile.h). vdev has no warps,
+  // registers or shared memory: those keys are absent rather than invented.
   std::string getDeviceProperties() override {
     std::string json;
     const int n = vdev::rt::device_count_noexcept();  // 0 for a malformed configuration

@@ -20,7 +20,7 @@
 #include <functional>
 #include <memory>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/stream_lookup.h"
 #include "runtime/device.h"
 #include "runtime/event.h"

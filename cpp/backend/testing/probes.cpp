@@ -15,7 +15,7 @@
 #include <memory>
 #include <thread>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "backend/common/task.h"
 #include "backend/common/thread_policy.h"
 #include "backend/common/vdev_device.h"

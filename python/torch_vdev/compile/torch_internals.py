@@ -31,7 +31,7 @@ listed in ``ELSEWHERE`` and existence-checked by the same test:
 * ``vdev/_sharing.py``: ``torch._utils._rebuild_tensor`` and ``torch.multiprocessing.reductions``'
   storage cache (vdev tensors sent to other processes), and the standard library's
   ``ForkingPickler._extra_reducers``;
-* ``vdev/_profile.py``: ``torch._tensor_str.tensor_totype`` (wrapped: printing on a device
+* ``vdev/_capability.py``: ``torch._tensor_str.tensor_totype`` (wrapped: printing on a device
   without float64, ``VDEV_PROFILE=mps``, as torch prints MPS tensors);
 * ``vdev/graphs.py``: ``torch._C._acceleratorGraph.capture_begin`` (the pool and capture mode
   that ``torch.accelerator.Graph`` does not pass);
@@ -791,7 +791,7 @@ ELSEWHERE: tuple[Internal, ...] = (
         "patch",
         "wrapped: a vdev tensor on a device without float64 is formatted in float32",
         "torch's printing converts to float64 on the device except on the devices it names (MPS)",
-        ("python/torch_vdev/vdev/_profile.py",),
+        ("python/torch_vdev/vdev/_capability.py",),
         signature="(t)",
     ),
     Internal(

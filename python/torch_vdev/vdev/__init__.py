@@ -19,7 +19,7 @@ import torch
 
 from torch_vdev import _C
 from torch_vdev.vdev import (
-    _profile,
+    _capability,
     sanitizer,  # noqa: F401  (torch.vdev.sanitizer)
 )
 from torch_vdev.vdev._sharing import ipc_collect
@@ -221,7 +221,7 @@ def get_amp_supported_dtype() -> list[torch.dtype]:
     common way to switch lower precision off without removing the context). With
     ``VDEV_PROFILE=mps``, MPS's: float16 and bfloat16 (torch.autocast warns and disables itself
     for any other, as on MPS)."""
-    p = _profile.profile()
+    p = _capability.profile()
     dtypes = [torch.float16, torch.bfloat16]
     if p.id != "mps":
         dtypes += [torch.float32, torch.float64]
@@ -236,7 +236,7 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
     made)."""
     if not is_available():
         return False
-    p = _profile.profile()
+    p = _capability.profile()
     if torch.bfloat16 in p.unsupported_dtypes:
         return False
     return including_emulation or not p.bf16_emulated

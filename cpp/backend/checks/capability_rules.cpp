@@ -1,4 +1,4 @@
-#include "backend/checks/profile_rules.h"
+#include "backend/checks/capability_rules.h"
 
 #include <c10/util/Exception.h>
 
@@ -7,8 +7,8 @@
 
 namespace vdev::backend::detail {
 
-void refuse_dtype(const DeviceProfile& p, c10::ScalarType dtype) {
-  const vdev::rt::Profile& d = p.description();
+void refuse_dtype(const DeviceCapability& p, c10::ScalarType dtype) {
+  const vdev::rt::CapabilityProfile& d = p.description();
   if (d.id == "mps") {  // MPS's own texts (see the header)
     TORCH_CHECK_TYPE(dtype != c10::ScalarType::Double,
                      "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't "
@@ -27,7 +27,7 @@ void refuse_dtype(const DeviceProfile& p, c10::ScalarType dtype) {
                    ": it has no tensors of this dtype (its dtypes: ", supported, ")");
 }
 
-void refuse_if_lacking(const DeviceProfile& p, const c10::OperatorHandle& op) {
+void refuse_if_lacking(const DeviceCapability& p, const c10::OperatorHandle& op) {
   const c10::FunctionSchema& schema = op.schema();
   if (!p.lacks(schema.name(), schema.overload_name())) return;
   std::string full = schema.name();

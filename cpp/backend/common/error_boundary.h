@@ -1,4 +1,4 @@
-// The one boundary check between the runtime and PyTorch.
+// The error boundary between the runtime and PyTorch (the checks made at a call are checks/).
 //
 // VDEV_RT(expr) evaluates a runtime call and converts the runtime's standard exceptions into the
 // c10 error that torch turns into the matching Python exception:

@@ -1,12 +1,15 @@
-#include "backend/common/device_profile.h"
+#include "backend/common/device_capability.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_set>
 
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 #include "runtime/config.h"
 
 namespace vdev::backend {
@@ -19,20 +22,40 @@ namespace {
 // (ops/conv.cpp, ...).
 enum class Route { kBoxedKernel, kOwnKernel, kComposite };  // best first
 
+struct CheckedKernels {
+  std::mutex mu;
+  std::unordered_set<std::string> names;
+};
+CheckedKernels& checked_kernels() {
+  static auto* kernels = new CheckedKernels;  // leaked: noted at static initialisation
+  return *kernels;
+}
+
 Route route_of(const c10::OperatorHandle& op) {
-  if (!op.hasComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) return Route::kComposite;
-  // The kernel that runs, by where it was registered (its registration's __FILE__).
-  const std::string& where =
-      op.getComputedKernelForDispatchKey(c10::DispatchKey::PrivateUse1).debug();
-  if (where.find("cpp/backend/ops/fallback.cpp") != std::string::npos) return Route::kBoxedKernel;
-  if (where.find("cpp/backend/") != std::string::npos) return Route::kOwnKernel;
-  return Route::kComposite;  // torch's own registration for every backend
+  using c10::DispatchKey;
+  if (!op.hasComputedKernelForDispatchKey(DispatchKey::PrivateUse1)) return Route::kComposite;
+  if (op.hasKernelForDispatchKey(DispatchKey::PrivateUse1)) {  // a kernel registered for vdev
+    const c10::OperatorName& n = op.operator_name();
+    std::string name = n.name.substr(n.name.find("::") + 2);
+    if (!n.overload_name.empty()) name += "." + n.overload_name;
+    CheckedKernels& checked = checked_kernels();
+    const std::lock_guard<std::mutex> lock(checked.mu);
+    return checked.names.count(name) != 0 ? Route::kBoxedKernel : Route::kOwnKernel;
+  }
+  // No kernel of vdev's for it: torch's composite kernel for every device wins over a backend's
+  // fallback (the dispatcher's order), else vdev's boxed fallback runs it.
+  for (const DispatchKey k :
+       {DispatchKey::CompositeExplicitAutogradNonFunctional, DispatchKey::CompositeExplicitAutograd,
+        DispatchKey::CompositeImplicitAutograd}) {
+    if (op.hasKernelForDispatchKey(k)) return Route::kComposite;
+  }
+  return Route::kBoxedKernel;
 }
 
 // An aten operator a profile names must reach the check (an operator of another namespace may be
 // registered after the profile is read, by a library imported later: it is taken as named). A
 // name without overload covers every overload, and must reach the check through one of them.
-void check_operator_name(const std::string& name, const vdev::rt::Profile& p) {
+void check_operator_name(const std::string& name, const vdev::rt::CapabilityProfile& p) {
   if (name.rfind("aten::", 0) != 0) return;
   const std::size_t dot = name.find('.');
   const std::string base = name.substr(0, dot);
@@ -73,7 +96,13 @@ void check_operator_name(const std::string& name, const vdev::rt::Profile& p) {
 
 }  // namespace
 
-DeviceProfile::DeviceProfile() : profile_(&VDEV_RT(vdev::rt::config()).profile) {
+void note_checked_kernel(const std::string& name) {
+  CheckedKernels& checked = checked_kernels();
+  const std::lock_guard<std::mutex> lock(checked.mu);
+  checked.names.insert(name);
+}
+
+DeviceCapability::DeviceCapability() : profile_(&VDEV_RT(vdev::rt::config()).profile) {
   const std::vector<std::string>& unsupported = profile_->unsupported_dtypes;
   std::size_t mapped = 0;
   for (std::size_t i = 0; i < refused_.size(); ++i) {
@@ -92,7 +121,7 @@ DeviceProfile::DeviceProfile() : profile_(&VDEV_RT(vdev::rt::config()).profile) 
   lacks_operators_ = !missing_.empty();
 }
 
-bool DeviceProfile::lacks(std::string_view name, std::string_view overload) const {
+bool DeviceCapability::lacks(std::string_view name, std::string_view overload) const {
   std::string key(name);
   if (missing_.count(key)) return true;
   if (overload.empty()) return false;

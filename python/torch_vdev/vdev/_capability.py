@@ -1,8 +1,8 @@
-"""The device's capability profile (``VDEV_PROFILE``, cpp/runtime/profile.h) on the Python side.
+"""The device's capability profile (``VDEV_PROFILE``, cpp/runtime/capability_profile.h) on the Python side.
 
 What the device is (name, capability, memory) comes from the runtime's device properties, and
 what it refuses at a call (a dtype, an operator) is checked in C++ (cpp/backend/checks/
-profile_rules.h). Here is what only Python decides: ``is_bf16_supported``,
+capability_rules.h). Here is what only Python decides: ``is_bf16_supported``,
 ``get_amp_supported_dtype``, and tensor printing on a device without float64.
 """
 

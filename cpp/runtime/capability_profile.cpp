@@ -1,4 +1,4 @@
-#include "runtime/profile.h"
+#include "runtime/capability_profile.h"
 
 #include <algorithm>
 #include <cctype>
@@ -19,8 +19,8 @@ namespace {
 // Names, memory and multiprocessor counts are what torch.cuda.get_device_properties prints on the
 // real card (memory in MiB as it prints them: the driver keeps some of the board's memory), so
 // programs that size batches from total_memory or match names behave as there.
-Profile builtin(const std::string& name) {
-  Profile p;
+CapabilityProfile builtin(const std::string& name) {
+  CapabilityProfile p;
   p.id = name;
   if (name == "sm75") {  // an NVIDIA T4: Turing, no bfloat16 units (bf16 runs emulated)
     p.device_name = "Tesla T4";
@@ -55,7 +55,8 @@ std::string joined(const std::vector<std::string>& names) {
   return s;
 }
 
-// ---- from JSON to a Profile -------------------------------------------------------------------
+// ---- from JSON to a CapabilityProfile
+// -------------------------------------------------------------------
 std::string keys() {
   return joined(
       {"name", "capability", "memory", "multi_processor_count", "dtypes", "missing_operators"});
@@ -132,7 +133,7 @@ bool is_operator_name(const std::string& s) {
 
 }  // namespace
 
-std::string Profile::describe() const {
+std::string CapabilityProfile::describe() const {
   const bool from_file = id.size() > 5 && id.compare(id.size() - 5, 5, ".json") == 0;
   if (!from_file) return "'" + id + "'";
   return "'" + device_name + "' (VDEV_PROFILE=" + id + ")";
@@ -153,7 +154,7 @@ const std::vector<std::string>& profile_dtype_names() {
   return n;
 }
 
-Profile parse_profile_json(const std::string& text, const std::string& source) {
+CapabilityProfile parse_profile_json(const std::string& text, const std::string& source) {
   // A UTF-8 byte-order mark (what some Windows editors write first) is skipped, as Python's json
   // skips it in bytes (json.loads decodes them as utf-8-sig): it says the file is UTF-8.
   const bool bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0;
@@ -162,7 +163,7 @@ Profile parse_profile_json(const std::string& text, const std::string& source) {
     fail<std::invalid_argument>("config", "VDEV_PROFILE='", source,
                                 "': a profile is a JSON object with the keys ", keys());
   }
-  Profile p;
+  CapabilityProfile p;
   p.id = source;
   bool named = false;
   for (const auto& [key, v] : doc.members) {
@@ -179,7 +180,7 @@ Profile parse_profile_json(const std::string& text, const std::string& source) {
       p.minor = small_int(v.items[1], source, "capability", 0, 99, must);
     } else if (key == "memory") {
       // Checked as VDEV_DEVICE_MEMORY is (runtime/config.h), when the configuration is read; an
-      // empty string is refused here, as the Profile's empty memory means "the default".
+      // empty string is refused here, as the CapabilityProfile's empty memory means "the default".
       const char* must =
           "must be a positive number of bytes (1 up to 2^64-1) or a size such as \"16GiB\" (units "
           "K, M, G or T, binary)";
@@ -236,7 +237,7 @@ Profile parse_profile_json(const std::string& text, const std::string& source) {
   return p;
 }
 
-Profile load_profile(const std::string& value) {
+CapabilityProfile load_profile(const std::string& value) {
   std::string v = value;
   while (!v.empty() && std::isspace(static_cast<unsigned char>(v.back()))) v.pop_back();
   v.erase(0, std::min(v.size(), v.find_first_not_of(" \t\r\n")));

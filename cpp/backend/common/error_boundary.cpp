@@ -1,4 +1,4 @@
-#include "backend/common/check.h"
+#include "backend/common/error_boundary.h"
 
 #include <c10/util/Exception.h>
 

@@ -1,4 +1,4 @@
-// What the device's capability profile (VDEV_PROFILE, common/device_profile.h) refuses, at the
+// What the device's capability profile (VDEV_PROFILE, common/device_capability.h) refuses, at the
 // call, with the error the described device raises:
 //
 //  * a dtype it cannot hold: creating a tensor of it on the device raises TypeError where the
@@ -20,24 +20,24 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/ScalarType.h>
 
-#include "backend/common/device_profile.h"
+#include "backend/common/device_capability.h"
 
 namespace vdev::backend {
 
 namespace detail {
-[[noreturn]] void refuse_dtype(const DeviceProfile& p, c10::ScalarType dtype);
-void refuse_if_lacking(const DeviceProfile& p, const c10::OperatorHandle& op);
+[[noreturn]] void refuse_dtype(const DeviceCapability& p, c10::ScalarType dtype);
+void refuse_if_lacking(const DeviceCapability& p, const c10::OperatorHandle& op);
 }  // namespace detail
 
 // Raises the described device's TypeError if it cannot hold `dtype`.
 inline void refuse_dtype_the_profile_lacks(c10::ScalarType dtype) {
-  const DeviceProfile& p = DeviceProfile::get();
+  const DeviceCapability& p = DeviceCapability::get();
   if (C10_UNLIKELY(p.refuses_dtypes()) && p.refuses(dtype)) detail::refuse_dtype(p, dtype);
 }
 
 // Raises NotImplementedError naming the operator and the profile if the profile lacks `op`.
 inline void refuse_operator_the_profile_lacks(const c10::OperatorHandle& op) {
-  const DeviceProfile& p = DeviceProfile::get();
+  const DeviceCapability& p = DeviceCapability::get();
   if (C10_UNLIKELY(p.lacks_operators())) detail::refuse_if_lacking(p, op);
 }
 

@@ -18,10 +18,10 @@
 // a string that is not UTF-8 is refused naming its field, as are unknown keys.
 //
 // The runtime knows no torch: dtypes and operators are names, which the backend maps to its types
-// (backend/common/device_profile.h) and checks at the call (backend/checks/profile_rules.h).
+// (backend/common/device_capability.h) and checks at the call (backend/checks/capability_rules.h).
 //
-// Thread rules: the functions are pure (load_profile reads a file); a Profile is immutable once
-// the configuration holds it.
+// Thread rules: the functions are pure (load_profile reads a file); a CapabilityProfile is
+// immutable once the configuration holds it.
 #pragma once
 
 #include <string>
@@ -31,7 +31,7 @@
 
 namespace vdev::rt {
 
-struct VDEV_RT_API Profile {
+struct VDEV_RT_API CapabilityProfile {
   std::string id = "default";  // the built-in name, or the JSON file's path
   std::string device_name;     // empty: "vdev virtual device N"
   std::string memory;          // a size as VDEV_DEVICE_MEMORY takes it; empty: the default
@@ -58,10 +58,11 @@ VDEV_RT_API const std::vector<std::string>& profile_dtype_names();
 // ending in ".json". Throws std::invalid_argument naming VDEV_PROFILE, the value and what is
 // wrong (an unknown name with the valid ones, a file that cannot be read, invalid JSON with its
 // line and column, a bad field with what it must be).
-VDEV_RT_API Profile load_profile(const std::string& value);
+VDEV_RT_API CapabilityProfile load_profile(const std::string& value);
 
 // Parses a JSON profile; `source` names it in the profile (its id) and in errors. Exposed for
 // tests; throws as load_profile.
-VDEV_RT_API Profile parse_profile_json(const std::string& text, const std::string& source);
+VDEV_RT_API CapabilityProfile parse_profile_json(const std::string& text,
+                                                 const std::string& source);
 
 }  // namespace vdev::rt
