@@ -1,4 +1,5 @@
-"""The device's capability profile (``VDEV_PROFILE``, cpp/runtime/capability_profile.h) on the Python side.
+"""The device's capability profile (``VDEV_PROFILE``, cpp/runtime/capability_profile.h) on the
+Python side.
 
 What the device is (name, capability, memory) comes from the runtime's device properties, and
 what it refuses at a call (a dtype, an operator) is checked in C++ (cpp/backend/checks/
