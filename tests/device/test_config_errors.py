@@ -2,14 +2,14 @@
 wolf and never lie").
 
 The table below holds malformed values of every ``VDEV_*`` variable the runtime reads
-(cpp/runtime/config.cpp; Python reads none, it only sets VDEV_SANITIZER and the pytest plugin's
-two) and of every field of a JSON profile (VDEV_PROFILE, cpp/runtime/capability_profile.h): wrong
-types, out of range, overflow, negative, empty, whitespace, unknown fields, bytes that are not
-UTF-8. The configuration is read once per process, at the first device use, so each case needs a process
-whose configuration is unread: one fresh interpreter imports torch (vdev loads, reads nothing) and
-forks a child per case, which sets the variable and uses a device. Each case asserts the exception
-type, that the message names the variable or the profile file (and the field), that it states the
-valid range, that the error comes at every use, and that the child exits normally (no crash)."""
+(cpp/runtime/config.cpp; Python reads none, it only sets VDEV_SANITIZER and the pytest plugin's two)
+and of every field of a JSON profile (VDEV_PROFILE, cpp/runtime/capability_profile.h): wrong types,
+out of range, overflow, negative, empty, whitespace, unknown fields, bytes that are not UTF-8. The
+configuration is read once per process, at the first device use, so each case needs a process whose
+configuration is unread: one fresh interpreter imports torch (vdev loads, reads nothing) and forks a
+child per case, which sets the variable and uses a device. Each case asserts the exception type,
+that the message names the variable or the profile file (and the field), that it states the valid
+range, that the error comes at every use, and that the child exits normally (no crash)."""
 
 import json
 import re
