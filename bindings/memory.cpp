@@ -210,6 +210,17 @@ nb::dict snapshot_dict(const backend::MemorySnapshot& snap) {
 
 void bind_history(nb::module_& m) {
   m.def(
+      "_trace_actions",
+      [] {
+        using A = backend::TraceEntry::Action;
+        std::vector<std::string> names;
+        for (int a = static_cast<int>(A::ALLOC); a <= static_cast<int>(A::OOM); ++a) {
+          names.emplace_back(action_name(static_cast<A>(a)));
+        }
+        return names;
+      },
+      "The memory history's trace actions by CUDA's names (skip_actions takes them).");
+  m.def(
       "_record_memory_history",
       [](bool enabled, int when, bool cpp_stacks, std::size_t max_entries, bool clear_history,
          bool compile_context, bool global_record_annotations,

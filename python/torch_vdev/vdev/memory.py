@@ -290,18 +290,8 @@ def reset_max_memory_cached(device: Any = None) -> None:
 
 # c10's RecordContext: which stacks memory history keeps (context=...).
 _CONTEXTS = {None: 0, "state": 1, "alloc": 2, "all": 3}
-# c10's TraceEntry actions, by CUDA's names (skip_actions=...).
-_TRACE_ACTIONS = (
-    "alloc",
-    "free_requested",
-    "free_completed",
-    "segment_alloc",
-    "segment_free",
-    "segment_map",
-    "segment_unmap",
-    "snapshot",
-    "oom",
-)
+# c10's TraceEntry actions, by CUDA's names (skip_actions=...): the bindings' one list.
+_TRACE_ACTIONS = tuple(_C._trace_actions())
 
 
 def _check_choice(name: str, value: Any, valid: tuple) -> None:
