@@ -1,9 +1,6 @@
 """Shared test helpers and the bounded hypothesis profile used in CI."""
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
@@ -19,28 +16,6 @@ settings.register_profile(
 )
 settings.register_profile("dev", max_examples=300, stateful_step_count=80, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
-
-
-def run_python(code: str, env: dict[str, str] | None = None, timeout: float = 120):
-    """Runs `code` in a fresh interpreter (fresh process-level state: env config, autoload)."""
-    full_env = dict(os.environ)
-    for key in (
-        "VDEV_DEVICE_COUNT",
-        "VDEV_DEVICE_MEMORY",
-        "VDEV_PROFILE",
-        "VDEV_OOM_AFTER",
-        "VDEV_DIST_FAULT",
-        "TORCH_DEVICE_BACKEND_AUTOLOAD",
-    ):
-        full_env.pop(key, None)
-    full_env.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 @pytest.fixture(autouse=True)

@@ -6,11 +6,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+from child_process import child_env
+
 
 def run_sweep(script: Path, *args: str, min_rows: int) -> list[dict]:
     """Runs `script` with `args` in a fresh interpreter; its JSON lines, at least `min_rows`."""
     r = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=1800
+        [sys.executable, str(script), *args],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     assert r.returncode == 0, f"the sweep crashed (exit {r.returncode}):\n{r.stderr[-3000:]}"
     rows = [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]

@@ -11,7 +11,7 @@ from asyncutil import gated, wait_until_blocked
 from torch._dynamo.testing import CompileCounter
 from torch._inductor.utils import run_and_get_code
 
-from conftest import run_python
+from child_process import run_python
 from torch_vdev.compile import index_checks, inductor_backend, inductor_device_rules, kernels
 
 
@@ -23,11 +23,7 @@ def assert_close(got, want):
         torch.testing.assert_close(g.cpu(), w.cpu(), atol=1e-5, rtol=1e-4)
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # conftest.py
 
 
 def test_kernels_are_vdev_kernels_queued_on_the_stream_and_the_call_returns_first():

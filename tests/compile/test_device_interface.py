@@ -6,7 +6,7 @@ import torch
 from asyncutil import gated, run_bounded, wait_until_blocked
 from torch._dynamo.device_interface import get_interface_for_device
 
-from conftest import run_python
+from child_process import run_python
 from torch_vdev.compile.device_interface import VdevInterface
 
 

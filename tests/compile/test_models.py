@@ -6,7 +6,6 @@ batch sizes and compiled autograd work.
 ``VDEV_COMPILE_FULL=1`` adds every model under every mode."""
 
 import copy
-import gc
 import os
 
 import pytest
@@ -37,12 +36,7 @@ def cnn():
 MODELS = {"mlp": mlp, "transformer": transformer, "cnn": cnn}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
-    gc.collect()  # reduce-overhead's graphs sit in compiled functions' reference cycles
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # conftest.py
 
 
 def assert_same_parameters(a: nn.Module, b: nn.Module) -> None:

@@ -13,7 +13,6 @@ import torch._dynamo
 import torch.nn.functional as F
 from asyncutil import gated, wait_until_blocked
 from torch._dynamo.utils import counters
-from torch._inductor.cudagraph_trees import MarkStepBox
 
 from torch_vdev.compile import graph_policy
 from torch_vdev.vdev.graphs import VdevGraph
@@ -21,14 +20,7 @@ from torch_vdev.vdev.graphs import VdevGraph
 OVERWRITTEN = "overwritten by a subsequent run"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_dynamo(monkeypatch):
-    torch._dynamo.reset()
-    counters.clear()
-    monkeypatch.setattr(MarkStepBox, "mark_step_counter", 0)  # tests that mark steps restore it
-    yield
-    torch._dynamo.reset()
-    gc.collect()  # compiled functions sit in reference cycles, holding their graphs' memory
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # conftest.py
 
 
 @pytest.fixture
@@ -273,7 +265,7 @@ def test_the_policy_is_vdevs_only_for_vdev_graphs():
 def test_a_fresh_process_replays_a_graph_inductor_loads_from_its_cache(tmp_path):
     """The policy is in place before Inductor loads a compiled graph from its FX cache (the
     second process compiles nothing)."""
-    from conftest import run_python
+    from child_process import run_python
 
     code = """
         import torch
@@ -301,7 +293,7 @@ def test_importing_inductor_first_still_installs_the_policy():
     """``import torch._inductor.config`` imports Dynamo while Inductor's package is half-made: the
     policy waits for Inductor's output_code rather than importing half-made modules (which
     failed with a circular ImportError, and reduce-overhead silently ran without graphs)."""
-    from conftest import run_python
+    from child_process import run_python
 
     out = run_python(
         """

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from conftest import run_python
+from child_process import run_python
 from torch_vdev import _testing
 
 INT64_MAX = 2**63 - 1

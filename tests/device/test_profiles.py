@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from conftest import run_python
+from child_process import run_python
 from torch_vdev import _testing
 
 MPS_FLOAT64 = (

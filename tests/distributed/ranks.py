@@ -5,13 +5,14 @@ are killed and the test fails, so a hang can never stall the suite."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from child_process import child_env
 
 SCRIPT = Path(__file__).with_name("rank_scenarios.py")
 
@@ -37,7 +38,7 @@ def run_ranks(
     env: dict[str, str] | None = None,
 ) -> list[Rank]:
     port = free_port()
-    full_env = {k: v for k, v in os.environ.items() if k not in ("VDEV_DEVICE_COUNT",)}
+    full_env = child_env()
     full_env.update(
         {
             # A device per rank: as NCCL, vccl refuses two ranks of a host on one device.

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from child_process import child_env
 from ranks import free_port
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ddp_torchrun.py"
@@ -29,7 +30,7 @@ def load_example():
 def test_ddp_matches_one_process_on_the_whole_batch(nproc, tmp_path):
     steps = 4
     saved = tmp_path / "weights.pt"
-    env = {k: v for k, v in os.environ.items() if k != "VDEV_DEVICE_COUNT"}
+    env = child_env()
     env["VDEV_DEVICE_COUNT"] = str(max(2, nproc))  # a device per rank, as NCCL needs
     run = subprocess.run(
         [

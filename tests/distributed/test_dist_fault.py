@@ -5,7 +5,6 @@ runs are slow on small machines, so they are few."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import textwrap
 
 import pytest
 
-from conftest import run_python
+from child_process import child_env, run_python
 from ranks import free_port, run_ranks
 from torch_vdev import _testing as rt
 
@@ -93,7 +92,7 @@ dist.destroy_process_group()
 def test_torchrun_restarts_the_job_after_an_abort_and_the_restart_runs_through(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(SCRIPT))
-    env = {k: v for k, v in os.environ.items() if k != "VDEV_DEVICE_COUNT"}
+    env = child_env()
     env.update(VDEV_DEVICE_COUNT="2", VDEV_DIST_FAULT="1:2:abort", OMP_NUM_THREADS="1")
     run = subprocess.run(
         [

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from asyncutil import gated, run_bounded, wait_until_blocked
 
-from conftest import run_python
+from child_process import run_python
 
 DEV = "vdev"
 

@@ -46,13 +46,15 @@ Quantized tensors: op_db has no OpInfo with a quantized dtype or quantized sampl
 
 import itertools
 import os
-import sys
 import warnings
 from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
+
+# The random-operator detector of the OpInfo sweep, shared (as tests/random/ does).
+from opinfo_sweep import SeededOperators, first_line, op_name
 from sweeps import listed
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import ErrorInput, SampleInput
@@ -60,10 +62,6 @@ from torch.testing._internal.opinfo.definitions.sparse import validate_sample_in
 from torch.utils._pytree import tree_flatten, tree_map
 
 import torch_vdev  # noqa: F401 (registers vdev)
-
-# The random-operator detector of the OpInfo sweep, shared (as tests/random/ does).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-from opinfo_sweep import SeededOperators, first_line, op_name  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LIST = HERE / "layout_opinfo_expected_failures.txt"

@@ -156,7 +156,7 @@ def test_operators_cuda_lacks_raise_not_implemented_at_the_call():
 
 def test_no_quantized_result_is_left_uninitialised():
     """The init tool (VDEV_SANITIZER=init) reports reads of bytes nothing wrote."""
-    from conftest import run_python
+    from child_process import run_python
 
     r = run_python(
         """

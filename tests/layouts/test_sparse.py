@@ -456,7 +456,7 @@ def test_a_factory_given_members_on_two_devices_refuses_them_as_cuda_does():
 def test_host_runs_and_products_are_clean_under_poison_and_init():
     """A host run's result grown into a fresh block is written after the block's poison fill, and
     is known to be written; mv (addmv with beta 0) does not read its uninitialised self."""
-    from conftest import run_python
+    from child_process import run_python
 
     code = """
         import torch, torch_vdev, warnings

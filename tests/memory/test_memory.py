@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from conftest import run_python
+from child_process import run_python
 from torch_vdev import _testing as rt
 
 MiB = 1 << 20

@@ -19,7 +19,7 @@ import torch
 from asyncutil import gated, wait_until_blocked
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from conftest import run_python
+from child_process import run_python
 
 MiB = 1 << 20
 memory = torch.vdev.memory

@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 
-from conftest import run_python
+from child_process import run_python
 
 inject_oom = torch.vdev.memory.inject_oom
 

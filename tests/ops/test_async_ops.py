@@ -14,7 +14,7 @@ from asyncutil import (
 )
 
 import torch_vdev
-from conftest import run_python
+from child_process import run_python
 
 
 def test_operators_return_before_they_run_and_compute_the_right_values():

@@ -1,9 +1,9 @@
 """The express lane (cpp/backend/executor/express.h): the hottest operators reach the executor
 unboxed. What it promises: every call it takes is queued, asynchronously, with CPU's result bit for
 bit (the same launch plan and task as the boxed path); every call it declines (a CPU tensor, two
-devices, a written argument that overlaps, all-empty inputs, the stream sanitizer on) takes the
-boxed path, which raises CUDA's error or computes as before; nothing is left changed by a call
-that raises. `_testing.express_calls()` tells which path a call took."""
+devices, a written argument that overlaps, all-empty inputs) takes the boxed path, which raises
+CUDA's error or computes as before; nothing is left changed by a call that raises.
+`_testing.express_calls()` tells which path a call took."""
 
 import pytest
 import torch
@@ -193,13 +193,22 @@ def test_a_call_that_raises_changes_nothing():
     assert torch.equal(y.cpu(), torch.ones(3))
 
 
-def test_the_stream_sanitizer_sees_every_call():
+def test_under_the_stream_sanitizer_the_lane_takes_its_calls_and_the_sanitizer_sees_them():
+    # The sanitized program runs the host path it checks (issue 53): the lane's launch names its
+    # tensors to the sanitizer as the boxed path's does.
+    from torch.vdev.sanitizer import StreamRaceError
+
     x = torch.ones(4, device=DEV)
     torch.vdev.synchronize()
     with torch.vdev.sanitizer.sanitize("streams"):
+        x * 2  # the lane learns the signature
         out, calls = taken(lambda: x * 2)
+        side = torch.vdev.Stream()
+        with torch.vdev.stream(side), pytest.raises(StreamRaceError, match="aten::mul"):
+            out.add_(1)  # writes what the lane's call wrote on the default stream, unordered
+        torch.vdev.synchronize()
     torch.vdev.sanitizer.clear_findings()
-    assert calls == 0  # declined: the boxed path reports its accesses
+    assert calls == 1
     assert torch.equal(out.cpu(), torch.full((4,), 2.0))
 
 

@@ -17,18 +17,13 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from child_process import child_env
+
 SAMPLES = Path(__file__).resolve().parent / "sample_suite"
 PLUGIN = "torch_vdev.pytest_plugin"
 USAGE_ERROR = 4  # pytest.ExitCode.USAGE_ERROR
+# Besides the runtime's variables (child_env): what steers pytest and the libraries' harnesses.
 CLEARED = (
-    "VDEV_DEVICE_COUNT",
-    "VDEV_DEVICE_MEMORY",
-    "VDEV_PROFILE",
-    "VDEV_OOM_AFTER",
-    "VDEV_DIST_FAULT",
-    "VDEV_LAUNCH_BLOCKING",
-    "VDEV_SANITIZER",
-    "TORCH_DEVICE_BACKEND_AUTOLOAD",
     "PYTEST_ADDOPTS",
     "PYTEST_PLUGINS",
     # What the plugin sets for the libraries' harnesses (torch_vdev.testing.ENVIRONMENT), and
@@ -90,7 +85,7 @@ def run_suite(
     (suite / "pytest.ini").write_text(f"[pytest]\npython_files = sample_*.py\n{ini}\n")
     if conftest is not None:
         (suite / "conftest.py").write_text(conftest)
-    full_env = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    full_env = child_env(clear=CLEARED)
     full_env["PYTHONPATH"] = os.pathsep.join([*map(str, pythonpath), str(_site(root))])
     full_env.update(env or {})
     junit = root / "junit.xml"

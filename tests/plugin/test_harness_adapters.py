@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from child_process import child_env
 from nested_pytest import CLEARED, USAGE_ERROR, Run, run_suite
 
 HERE = Path(__file__).resolve().parent / "harness_samples"
@@ -296,7 +297,7 @@ def test_hf_spec_prints_the_spec_file_that_transformers_loads(tmp_path: Path):
     suite = tmp_path / "spec"
     shutil.copytree(SUITES, suite)
     shutil.copy(spec, suite / "vdev_spec.py")
-    env = {k: v for k, v in os.environ.items() if k not in CLEARED}
+    env = child_env(clear=CLEARED)
     env["TRANSFORMERS_TEST_DEVICE_SPEC"] = "vdev_spec.py"
     if not REAL:
         env["PYTHONPATH"] = str(STANDINS)

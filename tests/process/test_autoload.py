@@ -4,7 +4,7 @@ from importlib.metadata import entry_points
 
 import pytest
 
-from conftest import run_python
+from child_process import run_python
 
 
 def test_entry_point_is_declared():

@@ -2,7 +2,7 @@
 exits cleanly (no hang, no crash) with work still queued or blocked, and prints the errors of
 queued work that no synchronize reported."""
 
-from conftest import run_python
+from child_process import run_python
 
 
 def test_fork_after_initialisation_gives_a_clear_error_in_the_child():

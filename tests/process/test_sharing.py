@@ -6,7 +6,6 @@ memory until the receiver is done. The two-process scenarios run in sharing_scen
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from multiprocessing.reduction import ForkingPickler
@@ -16,6 +15,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+from child_process import child_env
+
 SCRIPT = Path(__file__).with_name("sharing_scenarios.py")
 
 # Above the suite's 300 s, so that run_scenario's own bound on a scenario's process (300 s), which
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.timeout(360)
 
 
 def run_scenario(name: str) -> tuple[dict, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VDEV_")}
+    env = child_env()
     r = subprocess.run(
         [sys.executable, str(SCRIPT), name], env=env, capture_output=True, text=True, timeout=300
     )

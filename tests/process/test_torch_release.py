@@ -9,7 +9,7 @@ import importlib.metadata
 
 import torch
 
-from conftest import run_python
+from child_process import run_python
 from torch_vdev import _build_info
 from torch_vdev._compat import mismatch_message
 from torch_vdev._compat.releases import SUPPORTED, public_version

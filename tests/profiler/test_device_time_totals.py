@@ -21,7 +21,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from conftest import run_python
+from child_process import run_python
 
 CHILD = r"""
 import json, threading

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from conftest import run_python
+from child_process import run_python
 
 DEVICE_ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
 

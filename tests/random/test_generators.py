@@ -9,7 +9,7 @@ import struct
 import pytest
 import torch
 
-from conftest import run_python
+from child_process import run_python
 
 OFFSET_PER_OP = 4
 

@@ -27,23 +27,20 @@ a shift of a tenth of a standard deviation (KS distance 0.04) exceeds.
 
 import math
 import os
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 from asyncutil import gated, on_stream, run_bounded, sid, wait_until_blocked
+
+# The random-operator detector of the OpInfo sweep (tests/ops/opinfo_sweep.py), shared.
+from opinfo_sweep import SeededOperators, op_name
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.utils._pytree import tree_map
 from two_sample import ks_distance
 
 from torch_vdev import _testing as rt
-
-# The random-operator detector of the OpInfo sweep (tests/ops/opinfo_sweep.py), shared.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-from opinfo_sweep import SeededOperators, op_name  # noqa: E402
 
 FULL = os.environ.get("VDEV_CONFORMANCE_FULL") == "1"
 N = 20_000

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import run_python
+from child_process import run_python
 from torch_vdev import _testing as rt
 
 

@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from conftest import run_python
+from child_process import run_python
 
 CPUS = len(os.sched_getaffinity(0))
 
@@ -108,8 +108,7 @@ def test_a_convolution_is_large_by_its_multiply_adds():
 def test_workers_running_at_once_share_the_cores():
     out = script_output(
         """
-        import os, sys, torch
-        sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
+        import os, torch
         from asyncutil import gated, wait_until_blocked
         from torch_vdev import _testing as t
         cpus = len(os.sched_getaffinity(0))
@@ -147,7 +146,6 @@ def test_vdev_device_threads_is_not_shared_among_busy_workers_or_capped_by_the_c
         """
         os.environ["VDEV_DEVICE_THREADS"] = str(2 * len(os.sched_getaffinity(0)))
         import sys, torch
-        sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
         from asyncutil import gated, wait_until_blocked
         from torch_vdev import _testing as t
         cpus = len(os.sched_getaffinity(0))
@@ -173,7 +171,6 @@ def test_a_host_thread_gives_its_idle_openmp_team_back_when_it_waits_for_the_dev
     out = script_output(
         """
         import os, sys, threading, time, torch
-        sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
         from asyncutil import gated, wait_until_blocked
         from torch_vdev import _testing as t
         cpus = len(os.sched_getaffinity(0))
@@ -247,7 +244,6 @@ def test_a_worker_waiting_on_an_event_keeps_its_team_and_leaves_the_cores_to_oth
     out = script_output(
         """
         import os, sys, time, torch
-        sys.path.insert(0, os.path.join(os.getcwd(), "tests"))
         from asyncutil import gated, wait_until_blocked
         from torch_vdev import _testing as t
         cpus = len(os.sched_getaffinity(0))

@@ -20,15 +20,10 @@ Random operators run as the others do: the tool judges reads, not values.
 
 import json
 import sys
-from pathlib import Path
 
+import opinfo_sweep  # tests/ops, on PYTHONPATH (tests/child_process.py)
 import torch
 from torch.utils._pytree import tree_flatten, tree_map
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fidelity"))
-
-import opinfo_sweep  # noqa: E402 (found through the path above)
 
 # Outputs that are uninitialised memory by definition (opinfo_sweep's list), and resizes that
 # grow a tensor (the new elements are, as on CUDA).

@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 from sweeps import expected_failures, run_sweep
 
+from child_process import child_env
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 LIST = HERE / "init_expected_reports.txt"
@@ -88,7 +90,7 @@ def test_module_db_runs_clean_under_the_init_tool(dtype):
 
 @pytest.mark.timeout(1800)
 def test_optim_db_runs_clean_under_the_init_tool():
-    env = {**os.environ, "VDEV_SANITIZER": "init"}
+    env = child_env({"VDEV_SANITIZER": "init"})
     done = subprocess.run(
         [
             sys.executable,

@@ -2,7 +2,6 @@
 stream sanitizer. The whole suite runs clean with VDEV_SANITIZER=streams too (docs/development.md:
 a switch of its own, too slow for CI's budget)."""
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
+
+from child_process import child_env
 
 ROOT = Path(__file__).resolve().parents[2]
 DEV = "vdev"
@@ -28,7 +29,7 @@ SLICE = [
 
 
 def test_a_representative_slice_of_the_suite_runs_clean_under_the_sanitizer():
-    env = {**os.environ, "VDEV_SANITIZER": "streams"}
+    env = child_env({"VDEV_SANITIZER": "streams"})
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *SLICE],
         cwd=ROOT,

@@ -11,7 +11,7 @@ import torch.distributed as dist
 from asyncutil import gated, run_in_threads, wait_until_blocked, wait_until_idle
 from torch.vdev.sanitizer import StreamRaceError
 
-from conftest import run_python
+from child_process import run_python
 
 DEV = "vdev"
 

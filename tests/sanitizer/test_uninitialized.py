@@ -8,7 +8,7 @@ import torch.distributed as dist
 from asyncutil import gated
 from torch.vdev.sanitizer import UninitializedReadError
 
-from conftest import run_python
+from child_process import run_python
 
 DEV = "vdev"
 

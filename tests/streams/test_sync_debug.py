@@ -4,7 +4,7 @@ import pytest
 import torch
 from asyncutil import gated, run_bounded, sync_warnings, wait_until_blocked
 
-from conftest import run_python
+from child_process import run_python
 
 DEV = "vdev"
 
