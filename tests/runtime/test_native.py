@@ -1,6 +1,6 @@
 """The C++ tests, registered with CTest and run through it: the runtime's (cpp/runtime/tests, no
-torch) and the caching allocator core's (cpp/backend/memory/tests, c10 only), built with plain
-CMake without Python bindings.
+torch), the caching allocator core's (cpp/backend/memory/tests, c10 only), the task blocks' and
+the launch observers' (cpp/backend/common/tests), built with plain CMake without Python bindings.
 
 They cover what is awkward from Python: many threads flipping their thread-local current device,
 concurrent allocation and lookup against the memory table, many threads sharing one device cache
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CTEST_NAMES = {"runtime", "device_cache", "task_blocks"}
+CTEST_NAMES = {"runtime", "device_cache", "task_blocks", "launch_observers"}
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <vector>
 
 namespace vdev::backend {
 
@@ -17,12 +18,22 @@ std::mutex& observers_mutex() {
   return mu;
 }
 
-// A new array of `count` observers (never freed: a thread may still read the old one).
+// Every array ever installed, kept reachable: the arrays are never freed, since a thread may still
+// read one it loaded before it was replaced (installing and removing observers is rare: a switch
+// of the tools). Leaked with the process; guarded by observers_mutex().
+std::vector<void*>& arrays_made() {
+  static auto* made = new std::vector<void*>;
+  return *made;
+}
+
+// A new array of `count` observers (called with observers_mutex() held).
 detail::LaunchObservers* new_observers(std::size_t count) {
   const std::size_t bytes =
       sizeof(detail::LaunchObservers) + (count > 1 ? count - 1 : 0) * sizeof(LaunchObserver*);
+  arrays_made().reserve(arrays_made().size() + 1);  // first: nothing to undo after the block
   void* block = std::malloc(bytes);
   if (block == nullptr) throw std::bad_alloc();
+  arrays_made().push_back(block);
   auto* set = new (block) detail::LaunchObservers;
   set->count = count;
   return set;
