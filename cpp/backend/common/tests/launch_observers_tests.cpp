@@ -52,7 +52,9 @@ int main() {
     announcers.emplace_back([] {
       for (int i = 0; i < kRounds; ++i) {
         vb::observe_host_run(vb::HostRun{"host"});
-        { const vb::HostRunScope whole(vb::HostRun{"whole"}); }
+        {
+          const vb::HostRunScope whole(vb::HostRun{"whole"});
+        }
         vb::observe_capture_dropped(static_cast<std::uint64_t>(i + 1));
       }
     });
