@@ -159,11 +159,29 @@ def python_modules(folder: Path) -> list[Path]:
     return sorted(folder.rglob("*.py"))
 
 
+def private(parts) -> set[str]:
+    """The private parts of a dotted name (``_name``, not dunders)."""
+    return {p for p in parts if p.startswith("_") and not p.startswith("__")}
+
+
+def attribute_chains(tree: ast.AST):
+    """Each whole attribute chain rooted at a name: (the name, the attributes in order)."""
+    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute) or id(node) in inner:
+            continue
+        chain, value = [node.attr], node.value
+        while isinstance(value, ast.Attribute):
+            chain.append(value.attr)
+            value = value.value
+        if isinstance(value, ast.Name):
+            yield value.id, list(reversed(chain))
+
+
 def private_torch_reaches(path: Path) -> list[str]:
     """Imports of torch submodules and ``torch.<...>._name`` attribute chains in ``path``."""
     found = []
     tree = ast.parse(path.read_text())
-    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [a.name for a in node.names if a.name.startswith("torch.")]
@@ -171,16 +189,11 @@ def private_torch_reaches(path: Path) -> list[str]:
             found.append(f"from {node.module} import ...")
         elif isinstance(node, ast.ImportFrom) and node.module == "torch":
             found += [f"from torch import {a.name}" for a in node.names if a.name.startswith("_")]
-        elif isinstance(node, ast.Attribute) and id(node) not in inner:  # a whole chain
-            chain, value = [node.attr], node.value
-            while isinstance(value, ast.Attribute):
-                chain.append(value.attr)
-                value = value.value
-            dotted = ".".join(["torch", *reversed(chain)])
-            private = any(p.startswith("_") and not p.startswith("__") for p in chain)
-            vdev_own = dotted.startswith("torch.ops.vdev.")  # vdev's operators
-            if isinstance(value, ast.Name) and value.id == "torch" and private and not vdev_own:
-                found.append(dotted)
+    for name, chain in attribute_chains(tree):
+        dotted = ".".join(["torch", *chain])
+        vdev_own = dotted.startswith("torch.ops.vdev.")  # vdev's operators
+        if name == "torch" and private(chain) and not vdev_own:
+            found.append(dotted)
     return found
 
 
@@ -200,10 +213,6 @@ def private_names(path: Path) -> list[tuple[str, set[str]]]:
     """The private torch names ``path`` reaches, each reach with the private parts it names
     (``_name``, not dunders): imports of private modules or names, ``torch.<...>._name`` chains,
     and attributes read off a name imported from torch (``reductions.shared_cache``)."""
-
-    def private(parts):
-        return {p for p in parts if p.startswith("_") and not p.startswith("__")}
-
     found = []
     tree = ast.parse(path.read_text())
     from_torch = {}  # local name -> torch module or object it was imported as
@@ -222,20 +231,13 @@ def private_names(path: Path) -> list[tuple[str, set[str]]]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
             if re.fullmatch(r"torch(\.\w+)+", node.value) and private(node.value.split(".")):
                 found.append((node.value, private(node.value.split("."))))
-    inner = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Attribute) or id(node) in inner:
-            continue
-        chain, value = [node.attr], node.value
-        while isinstance(value, ast.Attribute):
-            chain.append(value.attr)
-            value = value.value
-        if not isinstance(value, ast.Name):
-            continue
-        root = "torch" if value.id == "torch" else from_torch.get(value.id)
-        dotted = ".".join([root or "", *reversed(chain)])
-        if root is None or dotted.startswith(("torch.vdev.", "torch.ops.vdev.")):
-            continue  # not torch's, or vdev's own module and operators
+    for name, chain in attribute_chains(tree):
+        root = "torch" if name == "torch" else from_torch.get(name)
+        if root is None:
+            continue  # not torch's
+        dotted = ".".join([root, *chain])
+        if dotted.startswith(("torch.vdev.", "torch.ops.vdev.")):
+            continue  # vdev's own module and operators
         names = private(chain) | private(root.split("."))
         if names:
             found.append((dotted, names))

@@ -1,5 +1,7 @@
 #include "backend/common/launch.h"
 
+#include <c10/util/Exception.h>
+
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -93,23 +95,21 @@ void remove_launch_observer(LaunchObserver* observer) {
 
 void observe_launch(const detail::LaunchObservers& observers, const Launch& launch,
                     const vdev::rt::TaskTag& tag, TaskThreads threads) {
-  for (std::size_t i = 0; i < observers.count; ++i) {
-    observers.observers[i]->launched(launch, tag, threads);
-  }
+  for (LaunchObserver* o : observers) o->launched(launch, tag, threads);
 }
 
 void observe_capture_dropped(std::uint64_t capture_id) {
   const detail::LaunchObservers* observers = launch_observers();
   if (observers == nullptr) return;
-  for (std::size_t i = 0; i < observers->count; ++i) {
-    observers->observers[i]->capture_dropped(capture_id);
-  }
+  for (LaunchObserver* o : *observers) o->capture_dropped(capture_id);
 }
 
 void observe_host_run(const HostRun& run) {
+  // A whole call told here would never be told its end (HostRunScope tells both).
+  TORCH_INTERNAL_ASSERT(!run.whole_call, "a whole call's host run is announced by HostRunScope");
   const detail::LaunchObservers* observers = launch_observers();
   if (C10_LIKELY(observers == nullptr)) return;
-  for (std::size_t i = 0; i < observers->count; ++i) observers->observers[i]->host_run(run);
+  for (LaunchObserver* o : *observers) o->host_run(run);
 }
 
 HostRunScope::HostRunScope(const HostRun& run) : run_(run), observers_(launch_observers()) {

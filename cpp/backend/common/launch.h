@@ -144,7 +144,8 @@ struct HostRun {
   LaunchUses uses = {};
   // The run is a whole operator call checked by its operator's rules: the host accesses it makes
   // to reach CPU's kernel (copies of its arguments) are its own, and their reads are not separate
-  // accesses (an out= argument's copy-in reads bytes the kernel only writes).
+  // accesses (an out= argument's copy-in reads bytes the kernel only writes). Set by HostRunScope
+  // only, which also tells its end: observers may count open whole calls.
   bool whole_call = false;
 };
 
@@ -168,6 +169,9 @@ namespace detail {
 struct LaunchObservers {
   std::size_t count;
   LaunchObserver* observers[1];  // `count` of them
+
+  LaunchObserver* const* begin() const { return observers; }
+  LaunchObserver* const* end() const { return observers + count; }
 };
 VDEV_BACKEND_API extern std::atomic<const LaunchObservers*> g_launch_observers;
 inline const LaunchObservers* launch_observers_relaxed() noexcept {
@@ -190,7 +194,7 @@ VDEV_BACKEND_API void observe_launch(const detail::LaunchObservers& observers, c
 // Tells the observers that a captured graph's capture will not be replayed again.
 VDEV_BACKEND_API void observe_capture_dropped(std::uint64_t capture_id);
 
-// Announces host work to the observers (the caller then does it).
+// Announces host work to the observers (the caller then does it). Not a whole call (HostRunScope).
 VDEV_BACKEND_API void observe_host_run(const HostRun& run);
 
 // Announces a whole call's host work for its extent: observers see it when the scope opens, and

@@ -125,8 +125,8 @@ void run_synchronously(const c10::OperatorHandle& op, torch::jit::Stack* stack,
   // (which copy out= arguments in as if they were read): a whole call.
   const std::size_t first = stack->size() - op.schema().arguments().size();
   auto uses = [&](UseVisitor visit) { visit_operator_uses(op, *stack, first, {}, visit); };
-  const HostRunScope whole_call(HostRun{
-      .name = op.schema().name().c_str(), .uses = LaunchUses::derived(uses), .whole_call = true});
+  const HostRunScope whole_call(
+      HostRun{.name = op.schema().name().c_str(), .uses = LaunchUses::derived(uses)});
   at::native::cpu_fallback(op, stack, /*error_on_views=*/true);
 }
 
