@@ -301,6 +301,44 @@ ASYNC_OPS = {
     "conv2d": lambda a, b, c, ix: torch.nn.functional.conv2d(
         a.view(1, 1, 4, 5), c[:2, :3].reshape(1, 1, 2, 3)
     ),
+    # Grouped: the argument check's first round has a convolution's own stand-ins
+    # (checks/conv_stand_ins.h).
+    "conv2d_grouped": lambda a, b, c, ix: torch.nn.functional.conv2d(
+        a.view(1, 4, 5, 1), c[:, :2].reshape(4, 2, 1, 1), groups=2
+    ),
+    "conv_transpose2d": lambda a, b, c, ix: torch.nn.functional.conv_transpose2d(
+        a.view(1, 1, 4, 5), c[:2, :3].reshape(1, 1, 2, 3), stride=2
+    ),
+    "conv2d_backward_weight": lambda a, b, c, ix: torch.ops.aten.convolution_backward(
+        c[:3, :4].reshape(1, 1, 3, 4),
+        a.view(1, 1, 4, 5),
+        a[:2, :2].reshape(1, 1, 2, 2),
+        [1],
+        [1, 1],
+        [0, 0],
+        [1, 1],
+        False,
+        [0, 0],
+        1,
+        [True, True, True],
+    )[1],
+    # at::_convolution called itself (TorchScript traces record it) reaches
+    # convolution_overrideable.
+    "_convolution": lambda a, b, c, ix: torch._convolution(
+        a.view(1, 1, 4, 5),
+        c[:2, :3].reshape(1, 1, 2, 3),
+        None,
+        [1, 1],
+        [1, 1],
+        [1, 1],
+        False,
+        [0, 0],
+        1,
+        False,
+        False,
+        True,
+        True,
+    ),
     "max_pool2d": lambda a, b, c, ix: torch.nn.functional.max_pool2d(a.view(1, 1, 4, 5), 2),
     "embedding": lambda a, b, c, ix: torch.nn.functional.embedding(ix["emb"], a),
     "mse_loss": lambda a, b, c, ix: torch.nn.functional.mse_loss(a, c),
@@ -334,6 +372,26 @@ def test_each_kind_of_operator_is_queued_behind_a_closed_gate(name):
         finally:
             valve.cancel()
     torch.testing.assert_close(result.cpu(), expected)
+
+
+def test_a_large_grouped_convolution_is_queued_at_its_first_call():
+    # Too large for stand-ins of the real sizes (2^24 elements in all), and refused by small ones
+    # (64 channels in 64 groups become 3): only a convolution's own stand-ins (one channel per
+    # group) check it without running it on the host, which would wait for the gate.
+    x = torch.zeros(1, 64, 512, 512, device="vdev")
+    w = torch.ones(64, 1, 3, 3, device="vdev")
+    s = torch.vdev.current_stream()
+    s.synchronize()
+    with gated(s) as gate:
+        valve = threading.Timer(60, gate.open)  # safety valve, as above
+        valve.start()
+        try:
+            y = torch.nn.functional.conv2d(x, w, padding=1, groups=64)
+            assert not gate.is_open(), "the first call waited for the stream"
+        finally:
+            valve.cancel()
+    assert y.shape == (1, 64, 512, 512)
+    assert torch.count_nonzero(y).item() == 0
 
 
 def test_a_reducing_loss_prints_no_resize_warning():

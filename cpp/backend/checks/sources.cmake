@@ -3,6 +3,7 @@
 set(VDEV_BACKEND_CHECKS
   ${CMAKE_CURRENT_LIST_DIR}/call_checks.cpp
   ${CMAKE_CURRENT_LIST_DIR}/capability_rules.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/conv_stand_ins.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device_rules.cpp
   ${CMAKE_CURRENT_LIST_DIR}/empty_inputs.cpp
   ${CMAKE_CURRENT_LIST_DIR}/host_checked_results.cpp

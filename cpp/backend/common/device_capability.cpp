@@ -19,7 +19,7 @@ namespace {
 // path that runs check_call and so the profile's check), a composite kernel (torch runs it as
 // other operators, CompositeImplicitAutograd before any device kernel sees the call,
 // CompositeExplicitAutograd as one kernel shared by every device), or a kernel of vdev's own
-// (ops/conv.cpp, ...).
+// (ops/copy.cpp, ...).
 enum class Route { kBoxedKernel, kOwnKernel, kComposite };  // best first
 
 struct CheckedKernels {

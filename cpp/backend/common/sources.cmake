@@ -10,6 +10,7 @@ set(VDEV_BACKEND_COMMON
   ${CMAKE_CURRENT_LIST_DIR}/operator_uses.cpp
   ${CMAKE_CURRENT_LIST_DIR}/optional_tensor_lists.cpp
   ${CMAKE_CURRENT_LIST_DIR}/schema_arguments.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/stand_in_trials.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stream_lookup.cpp
   ${CMAKE_CURRENT_LIST_DIR}/sync_debug.cpp
   ${CMAKE_CURRENT_LIST_DIR}/task.cpp

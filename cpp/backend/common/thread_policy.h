@@ -3,7 +3,7 @@
 //
 // The policy (docs/architecture.md, "Cores"): a kernel whose size hint (TaskTag::elements: the
 // most elements of one tensor it touches; for a matrix product or a convolution its multiply-adds
-// / kMultiplyAddsPerElement if more, see executor/launch_plan.h and ops/conv.cpp) reaches
+// / kMultiplyAddsPerElement if more, see executor/size_hint.h) reaches
 // kLargeTaskElements (milliseconds of work: the host thread that queued it will wait for it, or
 // for what comes after it, before it ends) gets every core; a smaller one gets the cores minus one
 // while every host thread runs, so that the host thread, which runs ahead queueing work, keeps a

@@ -2,11 +2,9 @@
 
 #include <ATen/TensorIterator.h>
 #include <ATen/ops/empty.h>
-#include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <ATen/record_function.h>
 #include <c10/util/accumulate.h>
-#include <c10/util/strides.h>
 
 #include <algorithm>
 #include <optional>
@@ -17,12 +15,15 @@
 #include "backend/common/alert_filter.h"
 #include "backend/common/meta_like.h"
 #include "backend/common/schema_arguments.h"
+#include "backend/common/stand_in_trials.h"
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
+#include "backend/executor/allocated_layouts.h"
 #include "backend/executor/cpu_shaped_returns.h"
 #include "backend/executor/eligibility.h"
 #include "backend/executor/out_kernel_layouts.h"
 #include "backend/executor/out_variants.h"
+#include "backend/executor/size_hint.h"
 
 namespace vdev::backend {
 namespace {
@@ -173,51 +174,6 @@ std::optional<std::vector<int64_t>> pointwise_output_strides(const c10::Function
   }
 }
 
-// Operators whose CUDA kernels (and CPU's but for one) allocate their fresh output in a layout
-// their meta kernels do not give: contiguous (argument -1: mse_loss_backward's zeros_like(input,
-// LEGACY_CONTIGUOUS_MEMORY_FORMAT) in Loss.cpp; TORCH_META_FUNC(_log_softmax_backward_data) in
-// SoftMax.cpp), like an argument (binary_cross_entropy and its backward: empty_like(input) in
-// Loss.cpp and cuda/Loss.cu), or like an argument in its suggested memory format
-// (native_dropout_backward: empty_like(grad, grad.suggest_memory_format()) in cuda/Dropout.cu;
-// CPU's grad * mask * scale takes TensorIterator's layout, vdev takes CUDA's). Where the plan runs
-// the out= kernel this is more than the layout: _log_softmax_backward_data.out writes its result
-// contiguously whatever the out tensor's strides, so an output laid out as the meta kernel says
-// got wrong values (a transposed gradient of log_softmax).
-struct AllocatedLike {
-  std::string_view name;
-  int argument;
-  bool suggested_format = false;
-};
-constexpr AllocatedLike kAllocatedLike[] = {
-    {"aten::mse_loss_backward", -1},
-    {"aten::_log_softmax_backward_data", -1},
-    {"aten::binary_cross_entropy", 0},
-    {"aten::binary_cross_entropy_backward", 1},
-    {"aten::native_dropout_backward", 0, true},
-};
-
-// The strides the kernel of an operator of kAllocatedLike gives its output of `sizes`; nullopt
-// for any other operator.
-std::optional<std::vector<int64_t>> allocated_output_strides(const c10::FunctionSchema& schema,
-                                                             const torch::jit::Stack& stack,
-                                                             std::size_t first,
-                                                             at::IntArrayRef sizes) {
-  for (const AllocatedLike& op : kAllocatedLike) {
-    if (op.name != schema.name()) continue;
-    if (op.argument < 0) {
-      const c10::DimVector strides = c10::contiguous_strides(sizes);
-      return std::vector<int64_t>(strides.begin(), strides.end());
-    }
-    const c10::IValue& arg = stack[first + static_cast<std::size_t>(op.argument)];
-    if (!arg.isTensor() || arg.toTensor().sizes() != sizes) return std::nullopt;
-    const at::Tensor like = meta_like(arg.toTensor());
-    const at::Tensor out = op.suggested_format ? at::empty_like(like, like.suggest_memory_format())
-                                               : at::empty_like(like);
-    return out.strides().vec();
-  }
-  return std::nullopt;
-}
-
 // Pointwise by TensorIterator on CPU and CUDA: the operators tagged pointwise, a few that are not
 // tagged (found by tests/ops/opinfo_sweep.py with PyTorch's reference inputs), and the table's.
 bool computed_by_tensor_iterator(const c10::OperatorHandle& op) {
@@ -246,45 +202,6 @@ bool mark_undefined_returns(const LaunchPlan& plan, std::vector<MetaReturn>& ret
   }
   return marked;
 }
-
-namespace {
-
-// The positions of the two matrix arguments of a matrix product (A: [..., M, K], B: [..., K, N]),
-// whose multiply-adds are numel(A) * N; nullopt for any other operator.
-std::optional<std::pair<std::size_t, std::size_t>> product_operands(std::string_view name) {
-  if (name == "aten::mm" || name == "aten::bmm") return std::pair<std::size_t, std::size_t>{0, 1};
-  if (name == "aten::addmm" || name == "aten::baddbmm" || name == "aten::addbmm" ||
-      name == "aten::_addmm_activation") {
-    return std::pair<std::size_t, std::size_t>{1, 2};
-  }
-  return std::nullopt;
-}
-
-std::uint64_t size_hint(const c10::FunctionSchema& schema, const torch::jit::Stack& stack,
-                        std::size_t first, const std::vector<MetaReturn>& returns) {
-  std::int64_t most = 0;
-  for (std::size_t i = first; i < stack.size(); ++i) {
-    if (stack[i].isTensor()) most = std::max(most, stack[i].toTensor().numel());
-  }
-  for (const MetaReturn& r : returns) {
-    for (const MetaTensor& t : r.tensors) {
-      if (t.defined) most = std::max(most, c10::multiply_integers(t.sizes));
-    }
-  }
-  auto hint = static_cast<std::uint64_t>(most);
-  if (auto ab = product_operands(schema.name())) {
-    const c10::IValue& a = stack[first + ab->first];
-    const c10::IValue& b = stack[first + ab->second];
-    if (a.isTensor() && b.isTensor() && b.toTensor().dim() >= 2) {
-      const auto macs = static_cast<std::uint64_t>(a.toTensor().numel()) *
-                        static_cast<std::uint64_t>(b.toTensor().size(-1));
-      hint = std::max(hint, macs / kMultiplyAddsPerElement);
-    }
-  }
-  return hint;
-}
-
-}  // namespace
 
 std::shared_ptr<const LaunchPlan> make_launch_plan(const c10::OperatorHandle& op,
                                                    const torch::jit::Stack& stack,

@@ -60,8 +60,8 @@ struct LaunchPlan {
   bool warns_on_host = false;
   // The thread policy's hint of the kernel's size (TaskTag::elements,
   // backend/common/thread_policy.h): the most elements of one tensor it reads or writes, or for a
-  // matrix product its multiply-adds divided by kMultiplyAddsPerElement, whichever is more.
-  // Computed once per signature.
+  // matrix product or a convolution its multiply-adds divided by kMultiplyAddsPerElement,
+  // whichever is more (executor/size_hint.h). Computed once per signature.
   std::uint64_t size_hint = 0;
 };
 

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <optional>
 
-#include "backend/checks/stand_in_check.h"
+#include "backend/common/stand_in_trials.h"
 #include "backend/common/tensor_args.h"
 
 namespace vdev::backend {
@@ -109,7 +109,7 @@ Verdict trial_verdict(const c10::OperatorHandle& op, const torch::jit::Stack& st
   // strides or are not made; the real sizes, whose stand-ins have the arguments' exact strides,
   // where small ones cannot be made, cannot run (backward operators) or cannot tell.
   for (const TrialSizes sizes : {TrialSizes::kSmall, TrialSizes::kReal}) {
-    if (!layout_trial_may_run(op, stack, first, nargs, sizes, output_elements)) continue;
+    if (!trial_may_run(op, stack, first, nargs, sizes, output_elements)) continue;
     g_trials.fetch_add(1, std::memory_order_relaxed);
     const std::optional<torch::jit::Stack> trial =
         run_on_layout_stand_ins(op, stack, first, nargs, sizes);

@@ -7,7 +7,7 @@
 // writes contiguously; a custom operator's kernel may do anything). Where the plan's layout and
 // CPU's differ, such a kernel gives silently wrong values. So where they may differ (a vdev
 // argument or an output that is not contiguous), CPU's functional kernel is run once per plan on
-// stand-ins that keep the arguments' layouts (backend/checks/stand_in_check.h), and each output's
+// stand-ins that keep the arguments' layouts (backend/common/stand_in_trials.h), and each output's
 // order of dimensions is compared with the plan's: where one differs, or no trial can tell
 // (custom and random operators, stand-ins too large), the plan runs the functional kernel and
 // copies its results into the device outputs, whose layout stays the plan's.

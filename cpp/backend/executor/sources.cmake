@@ -1,6 +1,7 @@
 # The sources of cpp/backend/executor/ (README.md beside this file says what each holds);
 # included by the top CMakeLists.txt.
 set(VDEV_BACKEND_EXECUTOR
+  ${CMAKE_CURRENT_LIST_DIR}/allocated_layouts.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_shaped_returns.cpp
   ${CMAKE_CURRENT_LIST_DIR}/eligibility.cpp
   ${CMAKE_CURRENT_LIST_DIR}/enqueue.cpp
@@ -11,4 +12,5 @@ set(VDEV_BACKEND_EXECUTOR
   ${CMAKE_CURRENT_LIST_DIR}/operator_task.cpp
   ${CMAKE_CURRENT_LIST_DIR}/out_kernel_layouts.cpp
   ${CMAKE_CURRENT_LIST_DIR}/out_variants.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/plan_cache.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/plan_cache.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/size_hint.cpp)

@@ -20,8 +20,8 @@
 #include <optional>
 #include <tuple>
 
-#include "backend/checks/stand_in_check.h"
 #include "backend/common/cpu_alias.h"
+#include "backend/common/stand_in_trials.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/random/generator.h"
@@ -39,7 +39,7 @@ void dropout_into(at::Tensor output, const at::Tensor& mask, const at::Tensor& i
 }
 
 // CPU's errors at the call (dtypes CPU cannot drop out): the computation on one-element
-// stand-ins, once per dtype (checks/stand_in_check.h).
+// stand-ins, once per dtype (common/stand_in_trials.h).
 void check_dropout_like_cpu(const at::Tensor& input, double keep, double scale) {
   static std::array<std::atomic<bool>, static_cast<std::size_t>(at::ScalarType::NumOptions)> ok{};
   std::atomic<bool>& known = ok[static_cast<std::size_t>(input.scalar_type())];

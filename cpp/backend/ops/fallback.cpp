@@ -251,7 +251,13 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
 // native_batch_norm in training mode on reshaped inputs, which rounds differently from CPU's fused
 // kernels (and synchronizes for half and bfloat16 inputs).
 // Routed to the executor, they run CPU's own kernels asynchronously and match CPU bit for bit.
+// So do convolution and convolution_backward, whose composites would choose a backend by device
+// and reach vdev as convolution_overrideable (ops/conv.cpp): as themselves they are planned like
+// any operator and run CPU's convolution.
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  for (const char* name : {"convolution", "convolution_backward"}) {
+    impl_checked(m, name, torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
+  }
   impl_checked(m, "native_layer_norm",
                torch::CppFunction::makeFromBoxedFunction<&vdev_boxed_kernel>());
   impl_checked(m, "native_group_norm",

@@ -4,10 +4,10 @@ torch.compile predicts every output's layout with fake tensors, and the generate
 it. For a PrivateUse1 device, torch's fake convolution (``torch._subclasses.fake_impls.conv``)
 asks ``_select_conv_backend``, which answers ``Overrideable``, and
 ``_conv_determine_backend_memory_format`` gives Overrideable devices a contiguous output. vdev's
-convolution keeps CUDA's rule (cpp/backend/ops/conv.cpp: channels-last when the input or the
-weight is), so a channels-last convolution compiled on vdev failed its stride assertion. torch has
-no per-device hook for this rule; vdev wraps the fake convolution of the four convolution
-operators to apply its own rule to vdev tensors (other devices are untouched).
+convolution keeps CUDA's rule (cpp/backend/executor/allocated_layouts.cpp: channels-last when the
+input or the weight is), so a channels-last convolution compiled on vdev failed its stride
+assertion. torch has no per-device hook for this rule; vdev wraps the fake convolution of the four
+convolution operators to apply its own rule to vdev tensors (other devices are untouched).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ _applied = False
 
 
 def conv_memory_format(input_: torch.Tensor, weight: torch.Tensor) -> torch.memory_format:
-    """cpp/backend/ops/conv.cpp's conv_memory_format."""
+    """cpp/backend/executor/allocated_layouts.cpp's conv_memory_format."""
     suggest_memory_format = torch_internals.get("torch._prims_common.suggest_memory_format")
     formats = (suggest_memory_format(input_), suggest_memory_format(weight))
     for fmt in (torch.channels_last, torch.channels_last_3d):
