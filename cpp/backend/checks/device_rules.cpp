@@ -82,6 +82,8 @@ std::optional<CpuTensors> cpu_policy_exception(std::string_view op, std::string_
   return std::nullopt;
 }
 
+}  // namespace
+
 struct CheckedArg {
   std::size_t index;
   std::string name;
@@ -94,6 +96,8 @@ struct DeviceRule {
   std::string method;
   std::vector<CheckedArg> args;  // tensor-like arguments, in the order CUDA checks them
 };
+
+namespace {
 
 bool is_tensor_like(const c10::TypePtr& type) {
   return argument_type(type).is(c10::TypeKind::TensorType);
@@ -165,13 +169,31 @@ const DeviceRule& rule_for(const c10::OperatorHandle& op) {
               " and ", b, "!");
 }
 
+// The tensors of each argument of a call, by schema position: each(i, f) calls f(tensor) for every
+// tensor of argument i (the boxed stack's, or the express lane's unboxed arguments).
+struct StackArguments {
+  const torch::jit::Stack& stack;
+  std::size_t first;
+  template <class F>
+  void each(std::size_t i, F&& f) const {
+    for_each_tensor(stack[first + i], f);
+  }
+};
+struct TensorArguments {
+  c10::ArrayRef<const at::Tensor*> tensors;
+  template <class F>
+  void each(std::size_t i, F&& f) const {
+    if (i < tensors.size() && tensors[i] != nullptr) f(*tensors[i]);
+  }
+};
+
 // The TensorIterator-style check of a NoCheck operator: one vdev device, CPU tensors only where
 // the argument's policy allows them.
-void check_no_check_operator(const DeviceRule& rule, const torch::jit::Stack& stack,
-                             std::size_t first) {
+template <class Arguments>
+void check_no_check_operator(const DeviceRule& rule, const Arguments& args) {
   std::optional<c10::Device> common;
   for (const CheckedArg& a : rule.args) {
-    for_each_tensor(stack[first + a.index], [&](const at::Tensor& t) {
+    args.each(a.index, [&](const at::Tensor& t) {
       if (!t.defined() || t.device().type() != kVdev) return;
       if (!common) common = t.device();
       if (t.device() != *common) two_devices(*common, t.device());
@@ -179,7 +201,7 @@ void check_no_check_operator(const DeviceRule& rule, const torch::jit::Stack& st
   }
   if (!common) return;
   for (const CheckedArg& a : rule.args) {
-    for_each_tensor(stack[first + a.index], [&](const at::Tensor& t) {
+    args.each(a.index, [&](const at::Tensor& t) {
       if (!t.defined() || t.device().type() == kVdev) return;
       const bool cpu = t.device().is_cpu();
       const bool allowed = (a.cpu == CpuTensors::Accepted && cpu) ||
@@ -187,6 +209,22 @@ void check_no_check_operator(const DeviceRule& rule, const torch::jit::Stack& st
                            (a.cpu == CpuTensors::OneElement && cpu && t.numel() == 1);
       if (!allowed) two_devices(*common, t.device());
     });
+  }
+}
+
+// The rule's check of a call's tensor arguments: torchgen's wrapper check, or a NoCheck
+// operator's.
+template <class Arguments>
+void check_by_rule(const DeviceRule& rule, const Arguments& args) {
+  if (rule.exact) {
+    std::optional<c10::Device> common;
+    for (const CheckedArg& a : rule.args) {
+      args.each(a.index, [&](const at::Tensor& t) {
+        c10::impl::check_and_update_common_device(common, t, rule.method.c_str(), a.name.c_str());
+      });
+    }
+  } else {
+    check_no_check_operator(rule, args);
   }
 }
 
@@ -220,21 +258,25 @@ std::optional<c10::Device> vdev_device_of(const c10::OperatorHandle& op,
 
 }  // namespace
 
+const DeviceRule& device_rule(const c10::OperatorHandle& op) { return rule_for(op); }
+
 std::optional<c10::Device> check_operator_devices(const c10::OperatorHandle& op,
                                                   const torch::jit::Stack& stack) {
-  const DeviceRule& rule = rule_for(op);
   const std::size_t first = stack.size() - op.schema().arguments().size();
-  if (rule.exact) {
-    std::optional<c10::Device> common;
-    for (const CheckedArg& a : rule.args) {
-      for_each_tensor(stack[first + a.index], [&](const at::Tensor& t) {
-        c10::impl::check_and_update_common_device(common, t, rule.method.c_str(), a.name.c_str());
-      });
-    }
-  } else {
-    check_no_check_operator(rule, stack, first);
-  }
+  check_by_rule(rule_for(op), StackArguments{stack, first});
   return vdev_device_of(op, stack, first);
+}
+
+std::optional<c10::Device> check_operator_devices(const DeviceRule& rule,
+                                                  c10::ArrayRef<const at::Tensor*> tensors) {
+  check_by_rule(rule, TensorArguments{tensors});
+  std::optional<c10::Device> found;
+  for (const at::Tensor* t : tensors) {
+    if (t == nullptr || !t->defined() || t->device().type() != kVdev) continue;
+    if (found && t->device() != *found) two_devices(*found, t->device());
+    found = t->device();
+  }
+  return found;
 }
 
 void check_same_device(const char* method,

@@ -20,6 +20,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/core/Device.h>
+#include <c10/util/ArrayRef.h>
 
 #include <initializer_list>
 #include <optional>
@@ -32,6 +33,16 @@ namespace vdev::backend {
 // Raises CUDA's error (RuntimeError) for a tensor on another device that the rule does not allow.
 std::optional<c10::Device> check_operator_devices(const c10::OperatorHandle& op,
                                                   const torch::jit::Stack& stack);
+
+// An operator's rule, derived once (for callers that keep it: the express lane's operators).
+struct DeviceRule;
+const DeviceRule& device_rule(const c10::OperatorHandle& op);
+
+// The same check on unboxed arguments, for the express lane (executor/express.h): `tensors[i]` is
+// the operator's argument i, nullptr where that is not a tensor. The vdev device of its vdev
+// tensors (nullopt: none); raises what the form above raises for the same call.
+std::optional<c10::Device> check_operator_devices(const DeviceRule& rule,
+                                                  c10::ArrayRef<const at::Tensor*> tensors);
 
 // The device check torchgen gives a CUDA kernel, for vdev's own unboxed kernels: every defined
 // tensor on one device. `method` names the kernel in the message.

@@ -42,16 +42,16 @@ bool same_tensor(const Arg& a, const Arg& b) {
 
 }  // namespace
 
-bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
-  if (!op.schema().is_mutable()) return false;  // nothing written: the common case, no walk
-  const c10::SmallVector<Arg, 8> tensors = vdev_tensor_arguments(op, stack);
-  for (const Arg& w : tensors) {
+bool written_tensors_overlap(c10::ArrayRef<ArgumentTensor> tensors) {
+  for (const ArgumentTensor& w : tensors) {
     if (!w.written) continue;
-    if (w.t.numel() > 0 && at::has_internal_overlap(w.t) == at::MemOverlap::Yes) return true;
-    for (const Arg& other : tensors) {
-      if (other.position == w.position && same_tensor(other, w)) continue;
-      if (!w.t.storage().is_alias_of(other.t.storage())) continue;
-      if (same_tensor(other, w)) {
+    const at::Tensor& wt = *w.tensor;
+    if (wt.numel() > 0 && at::has_internal_overlap(wt) == at::MemOverlap::Yes) return true;
+    for (const ArgumentTensor& other : tensors) {
+      const bool same = other.tensor->unsafeGetTensorImpl() == wt.unsafeGetTensorImpl();
+      if (other.position == w.position && same) continue;
+      if (!wt.storage().is_alias_of(other.tensor->storage())) continue;
+      if (same) {
         // The in-place form (out= is self) stays queued (see the header); the same tensor
         // inside a list (cat((x, y), out=x)) is an input the resized out overwrites.
         if (w.out && other.in_list) return true;
@@ -61,11 +61,19 @@ bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::
       // an input's storage without overlapping it yet (gather(i, 0, i[1:], out=i[:1]), an empty
       // out) may overlap once resized. CPU's own kernel on shared aliases decides.
       if (w.out) return true;
-      if (w.t.numel() == 0 || other.t.numel() == 0) continue;
-      if (at::get_overlap_status(w.t, other.t) != at::MemOverlapStatus::No) return true;
+      if (wt.numel() == 0 || other.tensor->numel() == 0) continue;
+      if (at::get_overlap_status(wt, *other.tensor) != at::MemOverlapStatus::No) return true;
     }
   }
   return false;
+}
+
+bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::Stack& stack) {
+  if (!op.schema().is_mutable()) return false;  // nothing written: the common case, no walk
+  const c10::SmallVector<Arg, 8> args = vdev_tensor_arguments(op, stack);
+  c10::SmallVector<ArgumentTensor, 8> tensors;
+  for (const Arg& a : args) tensors.push_back({&a.t, a.position, a.written, a.out, a.in_list});
+  return written_tensors_overlap(tensors);
 }
 
 bool written_arguments_share_storage(const c10::OperatorHandle& op,

@@ -18,16 +18,33 @@
 // Thread rules: stateless; runs on the dispatching thread.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/util/ArrayRef.h>
+
+#include <cstddef>
 
 namespace vdev::backend {
+
+// One vdev tensor among a call's arguments, as the overlap rule sees it.
+struct ArgumentTensor {
+  const at::Tensor* tensor;
+  std::size_t position;  // of its argument in the schema
+  bool written;
+  bool out;      // an out= argument (keyword-only, written): the kernel may resize it first
+  bool in_list;  // an element of a tensor list
+};
 
 // True when a written vdev argument overlaps another vdev argument (a different TensorImpl) or
 // itself (more than one element at one address).
 // An out= argument counts as overlapping whenever it shares an input's storage, or is itself an
 // element of an input list: it may be resized into the input before the kernel's checks.
 bool written_arguments_overlap(const c10::OperatorHandle& op, const torch::jit::Stack& stack);
+
+// The same rule on a call's vdev tensors listed one by one, for the express lane
+// (executor/express.h), which has its arguments unboxed.
+bool written_tensors_overlap(c10::ArrayRef<ArgumentTensor> tensors);
 
 // True when a written vdev argument shares its Storage with any other vdev argument, the same
 // tensor passed twice included (masked_select(x, m, out=x)). For calls run synchronously through

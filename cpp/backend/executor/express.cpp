@@ -1,19 +1,22 @@
 #include "backend/executor/express.h"
 
 #include <ATen/Context.h>
-#include <ATen/MemoryOverlap.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <unordered_map>
 
 #include "backend/checks/call_checks.h"
 #include "backend/checks/capability_rules.h"
+#include "backend/checks/device_rules.h"
+#include "backend/checks/overlap.h"
 #include "backend/common/operator_uses.h"
 #include "backend/common/stream_lookup.h"
 #include "backend/common/task.h"
 #include "backend/common/tensor_args.h"
+#include "backend/common/vdev_device.h"
 #include "backend/executor/enqueue.h"
 #include "backend/executor/express_task.h"
 #include "backend/executor/plan_cache.h"
@@ -31,44 +34,41 @@ using Signatures = std::unordered_map<std::string, std::shared_ptr<const Express
 thread_local std::uint64_t t_express_calls = 0;
 thread_local std::uint64_t t_express_misses = 0;
 
-// The vdev device of the call when the lane takes its arguments: every tensor a defined strided
-// vdev tensor of one device, or a Python number (a wrapped 0-dim CPU tensor, which CUDA's kernels
-// take too), and some vdev tensor with elements (all-empty calls get CPU's checks on the boxed
-// path, checks/empty_inputs.h).
-std::optional<c10::Device> lane_device(c10::ArrayRef<UnboxedArg> args) {
-  std::optional<c10::Device> device;
+// Whether the lane takes the call's tensors: every one a defined strided vdev tensor or a Python
+// number (a wrapped 0-dim CPU tensor, which CUDA's kernels take too), and some vdev tensor with
+// elements (all-empty calls get CPU's checks on the boxed path, checks/empty_inputs.h). Which
+// devices they may be on is the device rule's to say (checks/device_rules.h), as on the boxed
+// path. `tensors` gets argument i's tensor at i (nullptr for other arguments).
+bool lane_takes_tensors(c10::ArrayRef<UnboxedArg> args,
+                        std::array<const at::Tensor*, ExpressSignature::kMaxArgs>& tensors) {
+  if (args.size() > tensors.size()) return false;
   bool elements = false;
-  for (const UnboxedArg& a : args) {
-    if (a.tensor == nullptr) continue;
-    const at::Tensor& t = *a.tensor;
-    if (!t.defined()) return std::nullopt;
-    const c10::Device d = t.device();
-    if (d.type() == kVdev) {
-      if (t.layout() != c10::kStrided || t.is_quantized() || (device && *device != d)) {
-        return std::nullopt;
-      }
-      device = d;
-      elements = elements || t.numel() != 0;
-    } else if (!(d.is_cpu() && t.unsafeGetTensorImpl()->is_wrapped_number())) {
-      return std::nullopt;
-    }
-  }
-  if (!device || !device->has_index() || !elements) return std::nullopt;
-  return device;
-}
-
-// An in-place call the lane takes: self overlaps neither itself nor another argument (those
-// calls run on the host, checks/overlap.h; the same tensor passed twice included).
-bool written_self_alone(c10::ArrayRef<UnboxedArg> args) {
-  const at::Tensor& self = *args[0].tensor;
-  if (at::has_internal_overlap(self) != at::MemOverlap::No) return false;
-  for (std::size_t i = 1; i < args.size(); ++i) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
     const at::Tensor* t = args[i].tensor;
-    if (t != nullptr && is_vdev_tensor(*t) && t->storage().is_alias_of(self.storage())) {
+    tensors[i] = t;
+    if (t == nullptr) continue;
+    if (!t->defined()) return false;
+    if (t->device().type() == kVdev) {
+      if (t->layout() != c10::kStrided || t->is_quantized()) return false;
+      elements = elements || t->numel() != 0;
+    } else if (!(t->device().is_cpu() && t->unsafeGetTensorImpl()->is_wrapped_number())) {
       return false;
     }
   }
-  return true;
+  return elements;
+}
+
+// Whether an in-place call's written self overlaps itself or another argument, by the boxed
+// path's overlap rule (checks/overlap.h): such calls run on the host.
+bool written_self_overlaps(c10::ArrayRef<UnboxedArg> args) {
+  c10::SmallVector<ArgumentTensor, ExpressSignature::kMaxArgs> tensors;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const at::Tensor* t = args[i].tensor;
+    if (t != nullptr && is_vdev_tensor(*t)) {
+      tensors.push_back({t, i, /*written=*/i == 0, /*out=*/false, /*in_list=*/false});
+    }
+  }
+  return written_tensors_overlap(tensors);
 }
 
 // A coefficient's kind, for the key.
@@ -139,7 +139,8 @@ std::shared_ptr<const ExpressSignature> signature_on_miss(const ExpressOperator&
 
 }  // namespace
 
-ExpressOperator::ExpressOperator(c10::OperatorHandle op) : handle(std::move(op)) {
+ExpressOperator::ExpressOperator(c10::OperatorHandle op)
+    : handle(std::move(op)), devices(&device_rule(handle)) {
   const c10::FunctionSchema& schema = handle.schema();
   const auto& returns = schema.returns();
   writes_self = returns.size() == 1 && returns[0].alias_info() != nullptr &&
@@ -155,9 +156,15 @@ ExpressOperator::ExpressOperator(c10::OperatorHandle op) : handle(std::move(op))
 }
 
 bool try_express(const ExpressOperator& op, c10::ArrayRef<UnboxedArg> args, at::Tensor& result) {
-  const std::optional<c10::Device> device = lane_device(args);
-  if (!device || (op.writes_self && !written_self_alone(args))) return false;
-  refuse_operator_the_profile_lacks(op.handle);  // VDEV_PROFILE: as the boxed path, first
+  std::array<const at::Tensor*, ExpressSignature::kMaxArgs> tensors{};
+  if (!lane_takes_tensors(args, tensors)) return false;
+  // The boxed path's checks in its order (checks/call_checks.h): the capability profile, then the
+  // device rule (raising CUDA's error for tensors on two devices), then the overlap rule.
+  refuse_operator_the_profile_lacks(op.handle);
+  const std::optional<c10::Device> device = check_operator_devices(
+      *op.devices, c10::ArrayRef<const at::Tensor*>(tensors.data(), args.size()));
+  if (!device || !device->has_index()) return false;
+  if (op.writes_self && written_self_overlaps(args)) return false;
 
   thread_local std::string key;
   thread_local Signatures signatures;

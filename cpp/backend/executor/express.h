@@ -8,16 +8,17 @@
 // released), and again to let it go. Here a call reads its arguments in place and the task
 // captures only their device addresses and metadata (AliasSpec), so no argument's count changes.
 //
-// The lane takes the boxed path's steps for the calls it serves: the device rule (every tensor a
-// strided vdev tensor of one device, or a Python number), the capability profile, the overlap
-// rule for a written argument, the launch plan (the boxed path's, from its cache), fresh outputs,
+// The lane takes the boxed path's steps for the calls it serves, asking the same rules: the
+// capability profile, the device rule (checks/device_rules.h, on its unboxed tensors: every one a
+// strided vdev tensor or a Python number here), the overlap rule for a written argument
+// (checks/overlap.h), the launch plan (the boxed path's, from its cache), fresh outputs,
 // one OperatorTask. The first call of a signature on a thread (a miss of the lane's per-thread
 // table) also runs the boxed path's checks at the call (checks/call_checks.h) on a boxed copy:
 // their verdict depends only on what the lane's key holds, for these operators, so the table
 // remembers it (a Python number where an operator's device rule wants a vdev tensor, as silu's
 // and the activation backwards' do, raises there, and then at every call: nothing is stored).
-// Anything else (a CPU tensor, an empty call, a written argument that shares storage or may
-// overlap itself, a plan that settles on the host or warns) it declines,
+// Anything else (a CPU tensor, an empty call, a written argument that overlaps another or itself,
+// a plan that settles on the host or warns) it declines,
 // having changed nothing, and the kernel takes the boxed path.
 //
 // The key: the operator, the modes (deterministic algorithms, default dtype), every tensor's
@@ -42,9 +43,12 @@
 namespace vdev::backend {
 
 // An operator of the express lane.
+struct DeviceRule;
+
 struct ExpressOperator {
   explicit ExpressOperator(c10::OperatorHandle op);
   c10::OperatorHandle handle;
+  const DeviceRule* devices;           // its device rule (checks/device_rules.h), derived once
   bool writes_self;                    // in-place: returns its first argument, written
   std::uint32_t coefficient_args = 0;  // bit i: argument i is alpha, value or weight
 };
