@@ -65,32 +65,6 @@ void bind_ipc(nb::module_& m) {
   m.def("_ipc_in_limbo", &backend::shared_in_limbo);
 }
 
-// CUDA's names for trace actions (torch/csrc/cuda/memory_snapshot.cpp).
-const char* action_name(backend::TraceEntry::Action a) {
-  using A = backend::TraceEntry::Action;
-  switch (a) {
-    case A::ALLOC:
-      return "alloc";
-    case A::FREE_REQUESTED:
-      return "free_requested";
-    case A::FREE_COMPLETED:
-      return "free_completed";
-    case A::SEGMENT_ALLOC:
-      return "segment_alloc";
-    case A::SEGMENT_FREE:
-      return "segment_free";
-    case A::SEGMENT_MAP:
-      return "segment_map";
-    case A::SEGMENT_UNMAP:
-      return "segment_unmap";
-    case A::SNAPSHOT:
-      return "snapshot";
-    case A::OOM:
-      return "oom";
-  }
-  return "unknown";
-}
-
 // A memory snapshot as the dictionary torch.cuda.memory._snapshot returns: the keys, values and
 // nesting of torch/csrc/cuda/memory_snapshot.cpp, which torch.cuda._memory_viz and PyTorch's
 // memory viewer read. Dictionaries with a recorded stack get their "frames" at the end, once all
@@ -145,7 +119,7 @@ nb::dict snapshot_dict(const backend::MemorySnapshot& snap) {
     nb::list entries;
     for (const auto& te : trace) {
       nb::dict e;
-      e["action"] = action_name(te.action_);
+      e["action"] = backend::trace_action_name(te.action_);
       // An oom entry carries the device's free bytes where the others carry an address.
       e[te.action_ == backend::TraceEntry::OOM ? "device_free" : "addr"] = te.addr_;
       e["size"] = te.size_;
@@ -215,7 +189,7 @@ void bind_history(nb::module_& m) {
         using A = backend::TraceEntry::Action;
         std::vector<std::string> names;
         for (int a = static_cast<int>(A::ALLOC); a <= static_cast<int>(A::OOM); ++a) {
-          names.emplace_back(action_name(static_cast<A>(a)));
+          names.emplace_back(backend::trace_action_name(static_cast<A>(a)));
         }
         return names;
       },

@@ -132,6 +132,31 @@ std::uint32_t skip_mask(const std::vector<std::string>& actions) {
 
 }  // namespace
 
+const char* trace_action_name(TraceEntry::Action a) {
+  using A = TraceEntry::Action;
+  switch (a) {
+    case A::ALLOC:
+      return "alloc";
+    case A::FREE_REQUESTED:
+      return "free_requested";
+    case A::FREE_COMPLETED:
+      return "free_completed";
+    case A::SEGMENT_ALLOC:
+      return "segment_alloc";
+    case A::SEGMENT_FREE:
+      return "segment_free";
+    case A::SEGMENT_MAP:
+      return "segment_map";
+    case A::SEGMENT_UNMAP:
+      return "segment_unmap";
+    case A::SNAPSHOT:
+      return "snapshot";
+    case A::OOM:
+      return "oom";
+  }
+  return "unknown";
+}
+
 void record_memory_history(const MemoryHistoryOptions& o) {
   HistorySettings settings;
   settings.enabled = o.enabled;

@@ -4,7 +4,8 @@
 // gathers stacks with PyTorch's own CapturedTraceback (Python frames, TorchScript and Inductor
 // frames, and C++ frames when asked), records torch.profiler.record_function annotations and
 // torch.compile regions while history is on, and collects what a snapshot shows. The Python
-// dictionary in CUDA's schema is made by the bindings (bindings/memory.cpp).
+// dictionary in CUDA's schema is made by the bindings (bindings/memory.cpp), with the names of
+// trace actions from here.
 //
 // Thread rules: every function is safe from any thread. symbolize_stacks needs the GIL when the
 // stacks hold Python frames (the bindings call it with the GIL held); the others must be called
@@ -47,6 +48,10 @@ struct MemorySnapshot {
   std::vector<c10::CachingDeviceAllocator::AnnotationEntry> annotations;  // time_.t_ in us
   std::int64_t max_split_size = -1;  // the allocator's settings: any block may be split
 };
+
+// CUDA's name of a trace action (action_to_str in torch/csrc/cuda/memory_snapshot.cpp; the inverse
+// of c10's parseTraceEntryAction, which skip_actions are parsed with).
+VDEV_BACKEND_API const char* trace_action_name(TraceEntry::Action action);
 
 // Every device's segments and, if `include_traces`, the recorded history.
 VDEV_BACKEND_API MemorySnapshot memory_snapshot(bool include_traces);
