@@ -40,7 +40,6 @@ bool may_run_on_stand_ins(const c10::OperatorHandle& op) {
          generator_argument(op.schema()).has_value();
 }
 
-
 bool is_backward_operator(const c10::OperatorHandle& op) {
   return op.schema().name().find("_backward") != std::string::npos;
 }
@@ -287,9 +286,8 @@ bool trial_succeeds(const std::function<void()>& trial) {
   return true;
 }
 
-bool trial_may_run(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                          std::size_t first, std::size_t nargs, TrialSizes sizes,
-                          int64_t output_elements) {
+bool trial_may_run(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
+                   std::size_t nargs, TrialSizes sizes, int64_t output_elements) {
   if (sizes == TrialSizes::kSmall) {
     return small_stand_ins_may_run(op) &&
            small_round_is_safe(op.schema(), stack, first, nargs, SmallSizes(stack, first, nargs));

@@ -53,9 +53,8 @@ bool is_backward_operator(const c10::OperatorHandle& op);
 // Whether CPU's kernel may run on stand-ins of stack[first, first + nargs) with `sizes`: small
 // ones only where they are safe (see above), real ones only within the budget (`output_elements`
 // counts towards it).
-bool trial_may_run(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
-                   std::size_t first, std::size_t nargs, TrialSizes sizes,
-                   int64_t output_elements);
+bool trial_may_run(const c10::OperatorHandle& op, const torch::jit::Stack& stack, std::size_t first,
+                   std::size_t nargs, TrialSizes sizes, int64_t output_elements);
 
 // CPU's kernel run once on stand-ins of `sizes` (the caller has asked trial_may_run); whether it
 // accepted them. On success, `undefined_returns` (if given) gets, per return, whether CPU's kernel

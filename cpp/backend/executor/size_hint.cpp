@@ -39,8 +39,8 @@ std::uint64_t conv_multiply_adds(std::int64_t positions, const at::Tensor& weigh
 }
 
 // The multiply-adds of a convolution (forward: input, weight, transposed at 0, 1, 6; backward:
-// grad_output, input, weight, transposed, output_mask at 0, 1, 2, 7, 10), or 0 for any other operator. The backward's
-// grad_input and grad_weight each cost about the forward's multiply-adds.
+// grad_output, input, weight, transposed, output_mask at 0, 1, 2, 7, 10), or 0 for any other
+// operator. The backward's grad_input and grad_weight each cost about the forward's multiply-adds.
 std::uint64_t convolution_multiply_adds(std::string_view name, const torch::jit::Stack& stack,
                                         std::size_t first, const std::vector<MetaReturn>& returns) {
   const bool forward = name == "aten::convolution";
