@@ -9,6 +9,7 @@
 #include "bindings/device_index.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
+#include "runtime/device_assert.h"
 #include "runtime/errors.h"
 #include "runtime/process.h"
 #include "runtime/stream_registry.h"
@@ -101,6 +102,11 @@ void bind_device(nb::module_& m) {
   m.def("_synchronize", &rt::synchronize_device, nb::arg("device"),
         nb::call_guard<nb::gil_scoped_release>(),
         "Waits for all work queued on every stream of the device.");
+  m.def("_device_assert_failure", &rt::device_assert_failure, nb::arg("device"),
+        "The failure that made the device unusable (runtime/device_assert.h), or None.");
+  m.def("_clear_device_assert", &rt::clear_device_assert, nb::arg("device"),
+        "Makes a device unusable after a device-side assert usable again (what CUDA cannot do: "
+        "test isolation); returns the failure it had, or None.");
 }
 
 }  // namespace vdev::bindings

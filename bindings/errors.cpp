@@ -23,6 +23,15 @@ void set_dist_backend_error(const char* what) {
   }
 }
 
+// torch.AcceleratorError with its error_code, as torch's own bindings raise it
+// (_new_accelerator_error_object in torch/csrc/Exceptions.cpp).
+void set_accelerator_error(const char* what, int code) {
+  const nb::object type = nb::module_::import_("torch").attr("AcceleratorError");
+  nb::object error = type(what);
+  error.attr("error_code") = code;
+  PyErr_SetObject(type.ptr(), error.ptr());
+}
+
 void translate_c10_error(const std::exception_ptr& p, void*) {
   try {
     std::rethrow_exception(p);
@@ -39,6 +48,8 @@ void translate_c10_error(const std::exception_ptr& p, void*) {
     PyErr_SetString(oom.ptr(), e.what_without_backtrace());
   } catch (const c10::DistBackendError& e) {
     set_dist_backend_error(e.what_without_backtrace());
+  } catch (const c10::AcceleratorError& e) {
+    set_accelerator_error(e.what_without_backtrace(), e.get_error_code());
   } catch (const c10::Error& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what_without_backtrace());
   } catch (const rt::NotImplemented& e) {  // a queued kernel's NotImplementedError
@@ -47,6 +58,8 @@ void translate_c10_error(const std::exception_ptr& p, void*) {
     PyErr_SetString(PyExc_TypeError, e.what());
   } catch (const rt::CommFailure& e) {  // a failed collective, seen through a stream
     set_dist_backend_error(e.what());
+  } catch (const rt::DeviceAssertFailure& e) {  // a device-side assert (sticky)
+    set_accelerator_error(e.what(), rt::kDeviceAssertErrorCode);
   }
 }
 

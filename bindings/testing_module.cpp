@@ -19,6 +19,7 @@
 #include "bindings/errors.h"
 #include "runtime/capability_profile.h"
 #include "runtime/config.h"
+#include "runtime/device_assert.h"
 #include "runtime/fault_injection.h"
 #include "runtime/machine_load.h"
 #include "runtime/memory.h"
@@ -73,6 +74,16 @@ void bind_runtime(nb::module_& t) {
   t.def(
       "fail_next_worker_start", [] { rt::inject_fault(rt::Fault::kWorkerStart); },
       "The next stream worker start fails as if its thread could not be created.");
+  t.def(
+      "set_device_asserts",
+      [](bool enabled) {
+        // The backend's classifier, kept the first time it is taken away.
+        static const rt::DeviceAssertClassifier installed = rt::device_assert_classifier();
+        rt::set_device_assert_classifier(enabled ? installed : nullptr);
+      },
+      nb::arg("enabled"),
+      "Whether task failures may be device-side asserts (runtime/device_assert.h): tests of how "
+      "any task error is delivered turn them off.");
   t.def(
       "new_stream", [](int device) { return rt::new_stream(device, 0).id(); },
       "The id of a brand-new stream of `device` (no worker yet; the pool's are shared).");

@@ -26,6 +26,18 @@ def _restore_current_device():
     torch.vdev.set_device(0)
 
 
+@pytest.fixture(autouse=True)
+def _usable_devices():
+    """A device-side assert makes its device unusable for the rest of the process, as on CUDA
+    (cpp/runtime/device_assert.h): each test leaves every device usable for the next, as the pytest
+    plugin does for a library's tests."""
+    yield
+    import torch_vdev._C as C
+
+    for d in range(torch.vdev.device_count()):
+        C._clear_device_assert(d)
+
+
 @pytest.fixture(scope="session")
 def device_count() -> int:
     n = torch.vdev.device_count()

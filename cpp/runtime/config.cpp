@@ -135,6 +135,14 @@ const Loaded& loaded() {
         }
         l.config.launch_blocking = s == "1";
       }
+      if (const char* v = std::getenv("VDEV_STICKY_ASSERTS")) {
+        const std::string s = trim(v);
+        if (s != "0" && s != "1" && !s.empty()) {
+          fail<std::invalid_argument>("config", "VDEV_STICKY_ASSERTS='", v,
+                                      "' is not valid: expected 0 or 1");
+        }
+        l.config.sticky_asserts = s != "0";
+      }
       if (const char* v = std::getenv("VDEV_DEVICE_THREADS")) {
         l.config.device_threads = parse_thread_count(v, "VDEV_DEVICE_THREADS");
         l.config.device_threads_set = true;

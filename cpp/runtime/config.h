@@ -7,6 +7,10 @@
 //   VDEV_LAUNCH_BLOCKING "1" makes every task complete before enqueue returns, so errors point at
 //                       the operation that caused them (like CUDA_LAUNCH_BLOCKING); "0" or unset:
 //                       asynchronous
+//   VDEV_STICKY_ASSERTS "0" lets a device recover from a device-side assert (the failure is
+//                       reported once with its kernel's error type); "1" or unset: a device-side
+//                       assert makes the device unusable until the process ends, as on CUDA
+//                       (runtime/device_assert.h)
 //   VDEV_PROFILE        what the simulated device is: a built-in profile name (default, sm75,
 //                       sm80, sm90, mps) or the path of a JSON profile
 //                       (runtime/capability_profile.h); its memory is the default of
@@ -62,6 +66,7 @@ struct Config {
   int device_count;
   std::size_t device_memory;        // capacity of each device, in bytes
   bool launch_blocking;             // VDEV_LAUNCH_BLOCKING=1: every enqueue waits for its task
+  bool sticky_asserts = true;       // VDEV_STICKY_ASSERTS (default 1): runtime/device_assert.h
   int device_threads;               // intra-op threads of a stream worker's kernels (see below)
   bool device_threads_set = false;  // VDEV_DEVICE_THREADS was given: a fixed count, no policy
   CapabilityProfile profile;  // VDEV_PROFILE: what the device is (runtime/capability_profile.h)

@@ -75,6 +75,8 @@ ErrorKind current_error_kind() noexcept {
     return ErrorKind::kType;
   } catch (const CommFailure&) {
     return ErrorKind::kComm;
+  } catch (const DeviceAssertFailure&) {
+    return ErrorKind::kDeviceAssert;
   } catch (const std::out_of_range&) {
     return ErrorKind::kIndex;
   } catch (const std::invalid_argument&) {
@@ -94,6 +96,8 @@ void throw_error(ErrorKind kind, const std::string& message) {
       throw TypeMismatch(message);
     case ErrorKind::kComm:
       throw CommFailure(message);
+    case ErrorKind::kDeviceAssert:
+      throw DeviceAssertFailure(message);
     case ErrorKind::kIndex:
       throw std::out_of_range(message);
     case ErrorKind::kValue:

@@ -6,6 +6,8 @@
 //   std::out_of_range     -> IndexError     (an index outside the valid range)
 //   vdev::rt::OutOfMemory -> torch.OutOfMemoryError
 //   vdev::rt::CommFailure -> torch.distributed.DistBackendError (a collective failed)
+//   vdev::rt::DeviceAssertFailure -> torch.AcceleratorError (a device-side assert: sticky,
+//                            runtime/device_assert.h)
 //   std::runtime_error    -> RuntimeError   (configuration and state errors)
 // Messages name the runtime function and the offending value, and the valid range where there is
 // one: "[set_device] device index 5 out of range: 2 vdev devices (0..1)". A message is valid UTF-8
@@ -50,6 +52,14 @@ class VDEV_RT_API CommFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A device-side assert (runtime/device_assert.h): the task that hit it, and every later operation
+// on its device, raise torch.AcceleratorError with CUDA's error code for it.
+class VDEV_RT_API DeviceAssertFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+inline constexpr int kDeviceAssertErrorCode = 710;  // cudaErrorAssert
+
 // What kind of exception a failed task threw: kept with its message so it is rethrown as the
 // same type on the host.
 enum class ErrorKind {
@@ -60,6 +70,7 @@ enum class ErrorKind {
   kType,
   kOutOfMemory,
   kComm,
+  kDeviceAssert,
 };
 
 // The kind of the exception in flight (call from a catch block).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/config.h"
+#include "runtime/device_assert.h"
 #include "runtime/errors.h"
 #include "runtime/fault_injection.h"
 #include "runtime/happens_before.h"
@@ -120,13 +121,19 @@ void Stream::enqueue(const char* name, TaskFn fn, TaskTag tag) {
   }
   // The one load when nothing observes tasks (runtime/task_trace.h).
   const std::int64_t launch = __builtin_expect(task_tracing(), false) ? trace_clock_ns() : 0;
-  if (__builtin_expect(capture_id() != 0 || has_errors_.load(std::memory_order_acquire), false)) {
+  if (__builtin_expect(capture_id() != 0 || has_errors_.load(std::memory_order_acquire) ||
+                           device_asserted(device_),
+                       false)) {
     std::unique_lock<std::mutex> lock(mu_);
-    if (capture_ != nullptr) {
+    if (capture_ != nullptr && !device_asserted(device_)) {
       capture_->record(*this, name, std::move(fn), tag);  // recorded, not run
       return;
     }
-    throw_pending_error_locked(lock);
+    throw_pending_error_locked(lock);  // this stream's own first (the assert itself, once)
+    if (device_asserted(device_)) {
+      lock.unlock();
+      throw_device_asserted(device_, name);
+    }
   }
   {
     std::lock_guard<std::mutex> lock(push_mu_);
@@ -193,7 +200,7 @@ bool Stream::query() const noexcept {
   return done;
 }
 
-void Stream::synchronize() {
+void Stream::synchronize(bool device_assert) {
   check_not_forked("synchronize");
   check_not_capturing("synchronize");
   const hb::ClockPtr clock = hb::clock_of(*this);  // null unless the sanitizer tracks
@@ -209,6 +216,10 @@ void Stream::synchronize() {
   hb::host_learns(clock);
   std::unique_lock<std::mutex> lock(mu_);
   throw_pending_error_locked(lock);
+  if (device_assert && device_asserted(device_)) {
+    lock.unlock();
+    throw_device_asserted(device_, "synchronize");
+  }
 }
 
 void Stream::wait_for(std::uint64_t target, bool park_strays) noexcept {
@@ -411,6 +422,14 @@ void Stream::keep_error(ErrorKind kind, const Item& item, const char* what) noex
   try {
     message = detail::cat("[", name, "] ", what, " (on vdev:", device_, " stream ", id_, ")");
   } catch (...) {  // out of memory: keep that there was an error, without its message
+  }
+  // A device-side assert (runtime/device_assert.h): raised as one, and the device is unusable.
+  if (note_task_failure(device_, name, kind, what, message)) {
+    kind = ErrorKind::kDeviceAssert;
+    try {
+      message = "vdev error: device-side assert triggered: " + message;
+    } catch (...) {
+    }
   }
   errors_.push_back(TaskError{kind, std::move(message), item.origin, false});  // reserved room
   has_errors_.store(true, std::memory_order_release);

@@ -120,9 +120,11 @@ class VDEV_RT_API Stream {
   void enqueue(const char* name, TaskFn fn, TaskTag tag = {});
   // True when every task enqueued so far has finished. Never throws.
   bool query() const noexcept;
-  // Waits for the tasks enqueued before this call, then throws the pending error, if any. Fails
-  // (invalidating the capture) while the stream captures a graph.
-  void synchronize();
+  // Waits for the tasks enqueued before this call, then throws the pending error, if any, and
+  // then the device's device-side assert (runtime/device_assert.h) unless `device_assert` is
+  // false (a device-wide synchronize raises that once, not per stream). Fails (invalidating the
+  // capture) while the stream captures a graph.
+  void synchronize(bool device_assert = true);
   // The pending error without consuming it (events use it to carry errors).
   std::optional<std::pair<ErrorKind, std::string>> peek_error() const;
   // Every pending error, as the next synchronize would throw them, without consuming them.

@@ -12,6 +12,7 @@
 #include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
+#include "runtime/device_assert.h"
 #include "runtime/errors.h"
 #include "runtime/happens_before.h"
 #include "runtime/process.h"
@@ -155,7 +156,7 @@ void synchronize_device(int device) {
       return;
     }
     try {
-      s->synchronize();
+      s->synchronize(/*device_assert=*/false);
     } catch (const std::exception& e) {
       if (!kind) {
         kind = current_error_kind();
@@ -167,6 +168,7 @@ void synchronize_device(int device) {
   });
   if (start != 0) report_host_call("vdevDeviceSynchronize", device, -1, start);
   if (kind) throw_error(*kind, message);
+  if (device_asserted(device)) throw_device_asserted(device, "synchronize");
 }
 
 namespace {

@@ -31,17 +31,20 @@ def with_plugin(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 @pytest.fixture(scope="module")
 def without_plugin(tmp_path_factory: pytest.TempPathFactory) -> Run:
-    return run_suite(
-        tmp_path_factory.mktemp("without_plugin"), ["sample_late_error.py", "sample_leak.py"], []
-    )
+    # The leaks first: the device-side assert of the late errors is sticky without the plugin.
+    samples = ["sample_leak.py", "sample_late_error.py"]
+    return run_suite(tmp_path_factory.mktemp("without_plugin"), samples, samples)
 
 
 def test_without_the_plugin_a_queued_error_fails_the_next_test_instead(without_plugin: Run):
     # Why the plugin exists: the test that queued the failing operator passes ...
     assert without_plugin.outcome("test_queues_a_failing_operator") == "passed"
-    # ... and the next one to synchronize the device gets its error.
+    # ... and the next one to synchronize the device gets its error ...
     assert without_plugin.outcome("test_next_test_uses_the_device") == "failed"
     assert "index 10 is out of bounds" in without_plugin.report("test_next_test_uses_the_device")
+    # ... and, the device-side assert being sticky as on CUDA, so does every later test of vdev:0.
+    assert without_plugin.outcome("test_last_test_uses_the_device") == "failed"
+    assert "unusable since" in without_plugin.report("test_last_test_uses_the_device")
     # The leak check is off unless asked for.
     assert without_plugin.outcome("test_leaks_a_tensor") == "passed"
 
@@ -50,12 +53,30 @@ def test_a_queued_error_fails_the_test_that_queued_it_naming_the_device(with_plu
     assert with_plugin.outcome("test_queues_a_failing_operator") == "failed"
     report = with_plugin.report("test_queues_a_failing_operator")
     assert "device work queued by this test's call failed on vdev:0" in report
-    assert "IndexError: [aten::index] index 10 is out of bounds" in report
+    assert (
+        "AcceleratorError: vdev error: device-side assert triggered: [aten::index] index 10"
+        in report
+    )
+    assert "[aten::index] index 10 is out of bounds" in report
     assert "VDEV_LAUNCH_BLOCKING=1" in report
+    assert "made its device unusable" in report
+
+
+def test_a_test_that_handles_its_assert_passes_and_one_that_goes_on_fails_saying_why(
+    with_plugin: Run,
+):
+    assert with_plugin.outcome("test_handles_its_assert_and_stops") == "passed"
+    name = "test_handles_its_assert_then_uses_the_device_again"
+    assert with_plugin.outcome(name) == "failed"
+    report = with_plugin.report(name)
+    assert "AcceleratorError" in report and "unusable since" in report
+    assert "a device-side assert queued by this test made its device unusable" in report
+    assert "vdev:0: first failure: [aten::index] index 10 is out of bounds" in report
 
 
 def test_after_a_reported_error_the_next_test_passes(with_plugin: Run):
-    # The error was raised (once) to the plugin's synchronize: the device is clean and usable.
+    # The error was raised (once) to the plugin's synchronize, and the device-side assert's lasting
+    # state cleared: the device is clean and usable.
     assert with_plugin.outcome("test_next_test_uses_the_device") == "passed"
     assert with_plugin.outcome("test_after_its_own_failure_the_next_test_uses_the_device") == (
         "passed"

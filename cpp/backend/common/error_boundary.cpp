@@ -21,6 +21,9 @@ void rethrow_as_torch_error() {
     TORCH_CHECK_TYPE(false, e.what());
   } catch (const vdev::rt::CommFailure& e) {
     C10_THROW_ERROR(DistBackendError, e.what());
+  } catch (const vdev::rt::DeviceAssertFailure& e) {
+    throw c10::AcceleratorError({__func__, __FILE__, static_cast<uint32_t>(__LINE__)},
+                                vdev::rt::kDeviceAssertErrorCode, e.what());
   } catch (const std::out_of_range& e) {
     TORCH_CHECK_INDEX(false, e.what());
   } catch (const std::invalid_argument& e) {
@@ -46,6 +49,8 @@ void rethrow_as_runtime_error() {
     throw vdev::rt::TypeMismatch(e.what_without_backtrace());
   } catch (const c10::DistBackendError& e) {
     throw vdev::rt::CommFailure(e.what_without_backtrace());
+  } catch (const c10::AcceleratorError& e) {
+    throw vdev::rt::DeviceAssertFailure(e.what_without_backtrace());
   } catch (const c10::Error& e) {
     throw std::runtime_error(e.what_without_backtrace());
   }

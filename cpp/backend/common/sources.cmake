@@ -3,6 +3,7 @@
 set(VDEV_BACKEND_COMMON
   ${CMAKE_CURRENT_LIST_DIR}/alert_filter.cpp
   ${CMAKE_CURRENT_LIST_DIR}/cpu_alias.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/device_asserts.cpp
   ${CMAKE_CURRENT_LIST_DIR}/device_capability.cpp
   ${CMAKE_CURRENT_LIST_DIR}/error_boundary.cpp
   ${CMAKE_CURRENT_LIST_DIR}/json_text.cpp

@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "backend/common/device_asserts.h"
 #include "backend/device/hooks.h"
 #include "backend/memory/host_allocator.h"
 #include "backend/sanitizer/switches.h"
@@ -14,6 +15,7 @@ void init_backend() {
     register_hooks();
     register_host_allocator();
     enable_sanitizer_from_config();
+    install_device_assert_classifier();
   });
 }
 

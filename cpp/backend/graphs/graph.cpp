@@ -19,6 +19,7 @@
 #include "backend/random/graph_draws.h"
 #include "runtime/capture.h"
 #include "runtime/device.h"
+#include "runtime/device_assert.h"
 #include "runtime/errors.h"
 #include "runtime/stream_registry.h"
 
@@ -66,8 +67,12 @@ struct ExecutableGraph {
                                     /*launched=*/false);
         }
       } catch (const std::exception& e) {
+        // A device-side assert of the replayed task is the replay's (runtime/device_assert.h).
+        const vdev::rt::ErrorKind kind = vdev::rt::current_error_kind();
         vdev::rt::throw_error(
-            vdev::rt::current_error_kind(),
+            vdev::rt::is_sticky_device_assert(tasks[i].name, kind, e.what())
+                ? vdev::rt::ErrorKind::kDeviceAssert
+                : kind,
             vdev::rt::detail::cat("graph replay: operation ", i + 1, " of ", tasks.size(), " [",
                                   tasks[i].name, "] failed: ", e.what()));
       }

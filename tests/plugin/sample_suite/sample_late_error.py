@@ -1,5 +1,6 @@
 """Seeded late errors: each of these tests queues an operator that fails on the device's worker
-(an index out of bounds is only found there, reading the index tensor) and returns without
+(an index out of bounds is only found there, reading the index tensor: a device-side assert, which
+makes the device unusable afterwards, as on CUDA) and, but for two, returns without
 synchronizing. Run by tests/plugin/test_pytest_plugin.py in a nested pytest, never collected by
 the outer suite (sample_*.py is not a test file name)."""
 
@@ -27,6 +28,19 @@ def test_fails_on_its_own_after_queuing_a_failing_operator():
 
 def test_after_its_own_failure_the_next_test_uses_the_device():
     assert (torch.ones(2, device="vdev:1") * 2).cpu().tolist() == [2.0, 2.0]
+
+
+def test_handles_its_assert_then_uses_the_device_again():
+    _queue_an_out_of_bounds_index()
+    with pytest.raises(torch.AcceleratorError):
+        torch.vdev.synchronize()
+    torch.ones(2, device="vdev").cpu()  # unusable after the assert, as a CUDA device would be
+
+
+def test_handles_its_assert_and_stops():
+    _queue_an_out_of_bounds_index()
+    with pytest.raises(torch.AcceleratorError, match="device-side assert triggered"):
+        torch.vdev.synchronize()
 
 
 def test_skips_after_queuing_a_failing_operator():
