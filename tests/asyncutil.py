@@ -150,3 +150,19 @@ def run_in_threads(work, count: int) -> list[Exception]:
     for t in threads:
         t.join()
     return errors
+
+
+def failing_operator(namespace: str) -> torch.library.Library:
+    """Defines ``torch.ops.<namespace>.boom(x)``: queued (it has a Meta kernel, so the executor
+    plans it), its CPU kernel raises ValueError("boom") on the worker, a failure CUDA would have
+    raised on the host (no device-side assert). Returns the library; destroying it removes the
+    operator."""
+    lib = torch.library.Library(namespace, "DEF")
+    lib.define("boom(Tensor x) -> Tensor")
+    lib.impl("boom", lambda x: torch.empty_like(x), "Meta")
+
+    def boom(x):
+        raise ValueError("boom")
+
+    lib.impl("boom", boom, "CPU")
+    return lib

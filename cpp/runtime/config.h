@@ -66,11 +66,11 @@ struct Config {
   int device_count;
   std::size_t device_memory;        // capacity of each device, in bytes
   bool launch_blocking;             // VDEV_LAUNCH_BLOCKING=1: every enqueue waits for its task
-  bool sticky_asserts = true;       // VDEV_STICKY_ASSERTS (default 1): runtime/device_assert.h
   int device_threads;               // intra-op threads of a stream worker's kernels (see below)
   bool device_threads_set = false;  // VDEV_DEVICE_THREADS was given: a fixed count, no policy
-  CapabilityProfile profile;  // VDEV_PROFILE: what the device is (runtime/capability_profile.h)
-  unsigned sanitizer = 0;     // VDEV_SANITIZER: SanitizerFlag bits
+  CapabilityProfile profile;   // VDEV_PROFILE: what the device is (runtime/capability_profile.h)
+  unsigned sanitizer = 0;      // VDEV_SANITIZER: SanitizerFlag bits
+  bool sticky_asserts = true;  // VDEV_STICKY_ASSERTS (default 1): runtime/device_assert.h
 
   // Injected faults (runtime/fault_injection.h).
   std::int64_t oom_after = -1;            // VDEV_OOM_AFTER (-1: unset)

@@ -102,6 +102,8 @@ ENV_CASES = [
     *[("VDEV_LAUNCH_BLOCKING", v, ["expected 0 or 1"]) for v in ("2", "yes", "-1", "9" * 25)],
     ("VDEV_LAUNCH_BLOCKING", NOT_UTF8, ["expected 0 or 1"]),
     ("VDEV_LAUNCH_BLOCKING", "  ", None),
+    *[("VDEV_STICKY_ASSERTS", v, ["expected 0 or 1"]) for v in ("2", "yes", "-1", NOT_UTF8)],
+    ("VDEV_STICKY_ASSERTS", " 0 ", None),
     *[
         ("VDEV_DEVICE_THREADS", v, [THREADS])
         for v in ("abc", "", "0", "-1", "1025", "9" * 25, NOT_UTF8)

@@ -65,6 +65,24 @@ def test_a_convolution_keeps_the_memory_format_cpu_keeps(dims, fmt, which):
         torch.testing.assert_close(vdev_t.cpu(), cpu_t, rtol=1e-4, atol=1e-4)
 
 
+def test_group_norm_of_a_channels_last_input_is_contiguous_as_on_cuda():
+    # ATen's group_norm keeps a channels-last input only on CPU and PrivateUse1 (group_norm.cpp);
+    # on CUDA the input is made contiguous, and so are the output and the input's gradient. vdev
+    # gives CUDA's layout (executor/allocated_layouts.cpp) with CPU's values.
+    torch.manual_seed(0)
+    x = torch.randn(2, 4, 3, 3).to(memory_format=CL)
+    gn = torch.nn.GroupNorm(2, 4)
+    ref = gn(x.requires_grad_())
+    (ref_gx,) = torch.autograd.grad(ref, x, torch.ones_like(ref))
+    assert ref.is_contiguous(memory_format=CL) and not ref.is_contiguous()  # CPU's
+    xd = x.detach().to("vdev").requires_grad_()
+    y = gn.to("vdev")(xd)
+    (gx,) = torch.autograd.grad(y, xd, torch.ones_like(y))
+    assert y.is_contiguous()
+    torch.testing.assert_close(y.cpu(), ref)
+    torch.testing.assert_close(gx.cpu(), ref_gx)
+
+
 def test_a_python_scalar_and_a_0_dim_tensor_promote_differently_in_one_program():
     # Same sizes, strides and dtypes: only the wrapped-number flag tells these calls apart.
     for d in ("cpu", "vdev"):

@@ -7,7 +7,7 @@ each test (as the pytest plugin does for a library's tests)."""
 import pytest
 import torch
 import torch.nn.functional as F
-from asyncutil import gated
+from asyncutil import failing_operator, gated
 
 import torch_vdev._C as C
 from child_process import run_python
@@ -85,14 +85,7 @@ def test_the_assert_is_raised_once_with_its_operator_then_the_lasting_error_name
 
 
 def test_a_failure_cuda_raises_on_the_host_is_not_sticky():
-    lib = torch.library.Library("vdev_not_an_assert", "DEF")
-    lib.define("boom(Tensor x) -> Tensor")
-    lib.impl("boom", lambda x: torch.empty_like(x), "Meta")  # planned: queued, not synchronous
-
-    def boom(x):
-        raise ValueError("boom")
-
-    lib.impl("boom", boom, "CPU")
+    lib = failing_operator("vdev_not_an_assert")
     x = torch.ones(3, device=DEV)
     torch.ops.vdev_not_an_assert.boom(x)
     with pytest.raises(RuntimeError, match="boom") as failed:  # once, not as an assert
@@ -100,6 +93,7 @@ def test_a_failure_cuda_raises_on_the_host_is_not_sticky():
     assert not isinstance(failed.value, torch.AcceleratorError)
     assert C._device_assert_failure(0) is None
     assert (x + 1).cpu().tolist() == [2.0] * 3
+    lib._destroy()
 
 
 def test_an_out_of_memory_error_is_not_sticky():

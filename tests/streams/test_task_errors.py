@@ -3,7 +3,7 @@ device-wide synchronize reports every failed stream."""
 
 import pytest
 import torch
-from asyncutil import gated
+from asyncutil import failing_operator, gated
 
 DEV = "vdev"
 
@@ -111,14 +111,7 @@ def test_a_worker_thread_that_cannot_start_raises_and_queues_nothing():
 
 
 def test_a_queued_task_keeps_its_name_after_its_operator_is_deregistered():
-    lib = torch.library.Library("vdev_name_lifetime", "DEF")
-    lib.define("boom(Tensor x) -> Tensor")
-    lib.impl("boom", lambda x: torch.empty_like(x), "Meta")  # planned: queued, not synchronous
-
-    def boom(x):
-        raise ValueError("boom")
-
-    lib.impl("boom", boom, "CPU")
+    lib = failing_operator("vdev_name_lifetime")
     x = torch.ones(3, device=DEV)
     with gated(torch.vdev.current_stream()):
         torch.ops.vdev_name_lifetime.boom(x)

@@ -14,7 +14,10 @@ namespace {
 
 // How a listed operator's kernel allocates its output:
 //  * kContiguous: mse_loss_backward's zeros_like(input, LEGACY_CONTIGUOUS_MEMORY_FORMAT) in
-//    Loss.cpp; TORCH_META_FUNC(_log_softmax_backward_data) in SoftMax.cpp;
+//    Loss.cpp; TORCH_META_FUNC(_log_softmax_backward_data) in SoftMax.cpp; group norm and its
+//    backward, whose input group_norm makes contiguous on CUDA (group_norm.cpp: only CPU and
+//    PrivateUse1 keep a channels-last input, so vdev would follow CPU) and whose kernels allocate
+//    like that input (native_group_norm, native_group_norm_backward);
 //  * kLike: like an argument (binary_cross_entropy and its backward: empty_like(input) in Loss.cpp
 //    and cuda/Loss.cu);
 //  * kLikeSuggested: like an argument in its suggested memory format (native_dropout_backward:
@@ -33,6 +36,8 @@ struct AllocatedLike {
 constexpr AllocatedLike kAllocatedLike[] = {
     {"aten::mse_loss_backward", Allocation::kContiguous},
     {"aten::_log_softmax_backward_data", Allocation::kContiguous},
+    {"aten::native_group_norm", Allocation::kContiguous},
+    {"aten::native_group_norm_backward", Allocation::kContiguous},
     {"aten::binary_cross_entropy", Allocation::kLike, 0},
     {"aten::binary_cross_entropy_backward", Allocation::kLike, 1},
     {"aten::native_dropout_backward", Allocation::kLikeSuggested, 0},
