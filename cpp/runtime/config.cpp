@@ -95,7 +95,12 @@ int parse_count(const std::string& text, const char* what, int max, const char* 
 }
 
 struct Loaded {
-  Config config{kDefaultDeviceCount, kDefaultDeviceMemory, false, default_device_threads(), {}};
+  // By name: a field added to Config cannot take another's value.
+  Config config{.device_count = kDefaultDeviceCount,
+                .device_memory = kDefaultDeviceMemory,
+                .launch_blocking = false,
+                .device_threads = default_device_threads(),
+                .profile = {}};
   std::optional<std::string> error;
 };
 
