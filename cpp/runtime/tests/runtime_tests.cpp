@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "runtime/capture.h"
 #include "runtime/config.h"
 #include "runtime/device.h"
+#include "runtime/device_assert.h"
 #include "runtime/errors.h"
 #include "runtime/event.h"
 #include "runtime/fault_injection.h"
@@ -616,6 +618,64 @@ void test_happens_before_edges() {
   hb::set_tracking(false);
 }
 
+// Sticky device-side asserts (runtime/device_assert.h): a failure the classifier calls an assert
+// makes every later enqueue and synchronize of its device throw, on every stream and thread, until
+// cleared; other devices and other failures are not affected. Four threads race launches and
+// synchronizes against the flag (TSan).
+static bool classify_test_asserts(const char*, rt::ErrorKind, const char* what) {
+  return std::strstr(what, "assert:") != nullptr;
+}
+
+static void test_device_asserts_are_sticky_on_every_stream() {
+  rt::set_device_assert_classifier(&classify_test_asserts);
+  rt::Stream& a = rt::new_stream(1, 0);
+  rt::Stream& b = rt::new_stream(1, 0);
+  auto log = std::make_shared<rt::testing::Log>();
+  rt::testing::enqueue_failure(a, "boom");  // not an assert: raised once, nothing lasts
+  EXPECT(throws<std::runtime_error>([&] { a.synchronize(); }, "[test_failure] boom"));
+  EXPECT(!rt::device_asserted(1));
+  rt::testing::enqueue_failure(a, "assert: bad index");
+  EXPECT(throws<rt::DeviceAssertFailure>(
+      [&] { a.synchronize(); }, "device-side assert triggered: [test_failure] assert: bad index"));
+  EXPECT(rt::device_asserted(1) && !rt::device_asserted(0));
+  std::atomic<int> refused{0};
+  constexpr int kThreads = 4, kTries = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      rt::Stream& s = t % 2 == 0 ? a : b;
+      for (int i = 0; i < kTries; ++i) {
+        const bool launch = i % 2 == 0;
+        if (throws<rt::DeviceAssertFailure>(
+                [&] {
+                  if (launch) {
+                    rt::testing::enqueue_log(s, log, i);
+                  } else {
+                    s.synchronize();
+                  }
+                },
+                "unusable since [test_failure] assert: bad index")) {
+          ++refused;
+        }
+        (void)rt::device_assert_failure(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT(refused.load() == kThreads * kTries);
+  EXPECT(log->values().empty());
+  EXPECT(throws<rt::DeviceAssertFailure>([] { rt::synchronize_device(1); }, "unusable since"));
+  rt::Stream& other = rt::new_stream(0, 0);  // another device works
+  rt::testing::enqueue_log(other, log, 1);
+  other.synchronize();
+  const std::optional<std::string> failure = rt::clear_device_assert(1);
+  EXPECT(failure && failure->find("assert: bad index") != std::string::npos);
+  rt::testing::enqueue_log(b, log, 2);  // usable again
+  rt::synchronize_device(1);
+  EXPECT(log->values().size() == 2);
+  rt::set_device_assert_classifier(nullptr);
+}
+
 int main() {
   setenv("VDEV_DEVICE_COUNT", "2", 1);
   setenv("VDEV_DEVICE_MEMORY", "64MiB", 1);
@@ -630,6 +690,7 @@ int main() {
   test_happens_before_edges();
   test_gate_holds_work_and_events();
   test_errors_surface_once_and_stream_stays_usable();
+  test_device_asserts_are_sticky_on_every_stream();
   test_wait_event_orders_streams_and_carries_errors();
   test_elapsed_time_rules();
   test_concurrent_enqueue_stress();
