@@ -12,8 +12,7 @@ namespace {
 std::atomic<DeviceAssertClassifier> g_classifier{nullptr};
 
 struct AssertedDevices {
-  std::array<std::atomic<bool>, kMaxDevices> asserted{};
-  std::mutex mu;  // guards failure
+  std::mutex mu;  // guards failure and the writes of detail::g_device_asserted
   std::array<std::string, kMaxDevices> failure;
 };
 
@@ -33,6 +32,10 @@ bool sticky_asserts() noexcept {
 }
 
 }  // namespace
+
+namespace detail {
+std::atomic<bool> g_device_asserted[kMaxDevices] = {};
+}  // namespace detail
 
 void set_device_assert_classifier(DeviceAssertClassifier classifier) noexcept {
   g_classifier.store(classifier, std::memory_order_release);
@@ -55,18 +58,14 @@ bool note_task_failure(int device, const char* task, ErrorKind kind, const char*
   if (!valid(device) || !is_sticky_device_assert(task, kind, what)) return false;
   AssertedDevices& d = devices();
   std::lock_guard<std::mutex> lock(d.mu);
-  if (!d.asserted[device].load(std::memory_order_relaxed)) {
+  if (!detail::g_device_asserted[device].load(std::memory_order_relaxed)) {
     try {
       d.failure[device] = failure;
     } catch (...) {  // out of memory: asserted without its message
     }
-    d.asserted[device].store(true, std::memory_order_release);
+    detail::g_device_asserted[device].store(true, std::memory_order_release);
   }
   return true;
-}
-
-bool device_asserted(int device) noexcept {
-  return valid(device) && devices().asserted[device].load(std::memory_order_relaxed);
 }
 
 void throw_device_asserted(int device, const char* operation) {
@@ -89,8 +88,8 @@ std::optional<std::string> clear_device_assert(int device) {
   if (!valid(device)) return std::nullopt;
   AssertedDevices& d = devices();
   std::lock_guard<std::mutex> lock(d.mu);
-  if (!d.asserted[device].load(std::memory_order_relaxed)) return std::nullopt;
-  d.asserted[device].store(false, std::memory_order_release);
+  if (!detail::g_device_asserted[device].load(std::memory_order_relaxed)) return std::nullopt;
+  detail::g_device_asserted[device].store(false, std::memory_order_release);
   std::string failure = std::move(d.failure[device]);
   d.failure[device].clear();
   return failure;

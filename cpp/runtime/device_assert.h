@@ -19,9 +19,11 @@
 // Thread rules: every function is safe from any thread; device_asserted is one relaxed load.
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <string>
 
+#include "runtime/config.h"
 #include "runtime/errors.h"
 #include "runtime/export.h"
 
@@ -46,8 +48,17 @@ VDEV_RT_API bool is_sticky_device_assert(const char* task, ErrorKind kind,
 bool note_task_failure(int device, const char* task, ErrorKind kind, const char* what,
                        const std::string& failure) noexcept;
 
-// Whether a device-side assert has made `device` unusable.
-VDEV_RT_API bool device_asserted(int device) noexcept;
+namespace detail {
+// Per device: asserted (written under device_assert.cpp's lock, read lock-free).
+VDEV_RT_API extern std::atomic<bool> g_device_asserted[kMaxDevices];
+}  // namespace detail
+
+// Whether a device-side assert has made `device` unusable. Inline: Stream::enqueue asks it for
+// every task, and nothing is asserted almost always (one relaxed load).
+inline bool device_asserted(int device) noexcept {
+  return device >= 0 && device < kMaxDevices &&
+         detail::g_device_asserted[device].load(std::memory_order_relaxed);
+}
 
 // Throws DeviceAssertFailure for an asserted `device`, naming its first failure and `operation`.
 [[noreturn]] VDEV_RT_API void throw_device_asserted(int device, const char* operation);
